@@ -1,0 +1,236 @@
+"""A user's memory repository hydrated into a private temporary directory.
+
+A :class:`Workspace` is created from a bundle (or empty, for a new user), read and changed through
+its methods, committed once per session, bundled again, and removed when closed. Git runs through
+:mod:`memrepo.gitcli` (hardened environment). One branch, ``user/<user_id>``, with no shared
+history: a new user's first commit is a root commit, and a bundle holding any other ref is refused.
+
+Git facts relied on (git-bundle(1)): ``git bundle create`` refuses an empty range; ``git bundle
+verify`` checks a bundle's prerequisites and format; ``git bundle list-heads`` lists its refs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+
+from memrepo.errors import CorruptBundle, GitError
+from memrepo.gitcli import git, git_text
+from memrepo.ids import branch_for
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CommittedSession:
+    """A session already in the history: its commit and the digest recorded in its trailer."""
+
+    commit: str
+    digest: str | None
+
+
+class PathOutsideRepo(ValueError):
+    """Raised when a relative path would leave the repository (``..``, absolute, ``.git``)."""
+
+
+class Workspace:
+    """A hydrated checkout of one user's branch. Use as a context manager; see module docstring."""
+
+    def __init__(self, path: Path, user_id: str, *, owns_dir: bool = True) -> None:
+        """Use :meth:`create` or :meth:`hydrate` instead of calling this directly."""
+        self.path = path
+        self.user_id = user_id
+        self.branch = branch_for(user_id)
+        self._owns_dir = owns_dir
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, user_id: str, *, tmp_root: Path | None = None) -> Workspace:
+        """Create an empty repository whose unborn branch is ``user/<user_id>``.
+
+        Raises:
+            InvalidEvent: the user id is invalid.
+            GitError: git failed.
+        """
+        branch = branch_for(user_id)
+        path = Path(tempfile.mkdtemp(prefix="memrepo-", dir=tmp_root))
+        ws = cls(path, user_id)
+        try:
+            git(["init", "-q", f"--initial-branch={branch}", "."], path)
+        except BaseException:
+            ws.close()
+            raise
+        return ws
+
+    @classmethod
+    def hydrate(
+        cls, bundle: bytes | None, user_id: str, *, tmp_root: Path | None = None
+    ) -> Workspace:
+        """Return a checkout of ``user/<user_id>`` from ``bundle`` (a new repo when ``None``).
+
+        Raises:
+            CorruptBundle: the bundle fails ``git bundle verify`` or holds another ref.
+            GitError: git failed otherwise.
+        """
+        ws = cls.create(user_id, tmp_root=tmp_root)
+        if bundle is None:
+            return ws
+        try:
+            bundle_file = ws.path / ".git" / "incoming.bundle"
+            bundle_file.write_bytes(bundle)
+            ws._fetch_bundle(bundle_file)
+            bundle_file.unlink()
+            git(["checkout", "-q", "-f", ws.branch], ws.path)
+        except BaseException:
+            ws.close()
+            raise
+        return ws
+
+    def _fetch_bundle(self, bundle_file: Path) -> None:
+        ref = f"refs/heads/{self.branch}"
+        verify = git(["bundle", "verify", "-q", str(bundle_file)], self.path, check=False)
+        if verify.returncode != 0:
+            raise CorruptBundle(
+                f"bundle of {self.user_id} fails verification: "
+                f"{verify.stderr.decode('utf-8', 'replace').strip()[:300]}"
+            )
+        heads = git_text(["bundle", "list-heads", str(bundle_file)], self.path).split()
+        refs = {h for h in heads if h.startswith("refs/")}
+        if refs != {ref}:
+            raise CorruptBundle(f"bundle of {self.user_id} holds refs {sorted(refs)}, not [{ref}]")
+        git(["fetch", "-q", "--no-tags", "--update-head-ok", str(bundle_file), f"+{ref}:{ref}"], self.path)
+
+    def close(self) -> None:
+        """Remove the temporary directory (idempotent)."""
+        if self._owns_dir:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def head(self) -> str | None:
+        """Return the commit id at the branch tip, or ``None`` for a repository with no commit."""
+        proc = git(["rev-parse", "-q", "--verify", f"refs/heads/{self.branch}"], self.path, check=False)
+        return proc.stdout.decode().strip() or None
+
+    def resolve(self, relpath: str) -> Path:
+        """Return the absolute path of ``relpath`` inside the repository.
+
+        Raises:
+            PathOutsideRepo: ``relpath`` is absolute, climbs out with ``..``, or enters ``.git``.
+        """
+        parts = Path(relpath).parts
+        if not relpath or Path(relpath).is_absolute() or ".." in parts or (parts and parts[0] == ".git"):
+            raise PathOutsideRepo(f"path {relpath!r} is outside the repository")
+        full = self.path / relpath
+        root = os.path.realpath(self.path)
+        if not os.path.realpath(full).startswith(root + os.sep):
+            raise PathOutsideRepo(f"path {relpath!r} resolves outside the repository")
+        return full
+
+    def read(self, relpath: str) -> str | None:
+        """Return the text of a file in the working tree, or ``None`` if it does not exist."""
+        try:
+            return self.resolve(relpath).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+
+    def files(self, prefix: str = "") -> list[str]:
+        """Return the sorted tracked file paths under ``prefix`` (``git ls-files``)."""
+        if self.head() is None:
+            return []
+        out = git_text(["ls-files", "-z", "--", prefix or "."], self.path)
+        return sorted(p for p in out.split("\0") if p)
+
+    def find_session(self, session_id: str) -> CommittedSession | None:
+        """Return the commit whose ``Session-Id:`` trailer is ``session_id``, if any.
+
+        Uses ``git log --grep`` to narrow, then the parsed trailers (git-interpret-trailers(1))
+        to match exactly.
+        """
+        if self.head() is None:
+            return None
+        fmt = "%H%x1f%(trailers:key=Session-Id,valueonly,separator=%x1f)%x1f%x1f%(trailers:key=Session-Digest,valueonly)%x1e"
+        out = git_text(
+            ["log", "-F", f"--grep=Session-Id: {session_id}", f"--format={fmt}", self.branch],
+            self.path,
+        )
+        for record in out.split("\x1e"):
+            record = record.strip("\n")
+            if not record:
+                continue
+            commit, rest = record.split("\x1f", 1)
+            ids_part, _, digest = rest.partition("\x1f\x1f")
+            ids = [x.strip() for x in ids_part.split("\x1f")]
+            if session_id in ids:
+                return CommittedSession(commit=commit, digest=digest.strip() or None)
+        return None
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def write(self, relpath: str, text: str) -> None:
+        """Write ``text`` (UTF-8) to ``relpath``, creating folders.
+
+        Raises:
+            PathOutsideRepo: the path is outside the repository.
+        """
+        full = self.resolve(relpath)
+        full.parent.mkdir(parents=True, exist_ok=True)
+        full.write_text(text, encoding="utf-8")
+
+    def commit(
+        self, message: str, trailers: dict[str, str], *, author_date: datetime | None = None
+    ) -> str:
+        """Stage everything and make one commit; return its id.
+
+        Args:
+            message: subject (first line) and optional body.
+            trailers: ``Key: value`` lines appended as git trailers (git-interpret-trailers(1)).
+            author_date: the session's time, recorded as the author date.
+
+        Raises:
+            GitError: nothing to commit, or git failed.
+        """
+        git(["add", "-A", "."], self.path)
+        body = message.strip() + "\n\n" + "\n".join(f"{k}: {v}" for k, v in trailers.items()) + "\n"
+        env = {"GIT_AUTHOR_DATE": author_date.isoformat()} if author_date else None
+        git(["commit", "-q", "--no-verify", "--allow-empty", "-F", "-"], self.path, env=env, input=body.encode())
+        head = self.head()
+        if head is None:
+            raise GitError("commit produced no head")
+        return head
+
+    def bundle(self) -> bytes:
+        """Return a verified bundle of the user's branch (all of its history).
+
+        Raises:
+            GitError: the repository has no commit, or ``git bundle`` failed.
+            CorruptBundle: the bundle written fails ``git bundle verify``.
+        """
+        if self.head() is None:
+            raise GitError(f"cannot bundle {self.branch}: it has no commit")
+        out = self.path / ".git" / "outgoing.bundle"
+        git(["bundle", "create", "-q", str(out), f"refs/heads/{self.branch}"], self.path)
+        verify = git(["bundle", "verify", "-q", str(out)], self.path, check=False)
+        if verify.returncode != 0:
+            raise CorruptBundle(f"bundle just written fails verification: {verify.stderr[:300]!r}")
+        data = out.read_bytes()
+        out.unlink()
+        return data
