@@ -1,0 +1,44 @@
+"""Retrieval function: HTTP ``POST {user_id, conversation, max_tokens}`` → context JSON.
+
+Thin by design: decode the Flask request, call :func:`memrepo.handlers.handle_context_request`,
+encode its response.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cache
+
+import flask
+import functions_framework
+
+from memrepo import bootstrap, logs
+from memrepo.handlers import handle_context_request
+from memrepo.settings import Settings
+
+
+@cache
+def _settings() -> Settings:
+    logs.configure()
+    return Settings.from_env(os.environ)
+
+
+@functions_framework.http
+def get_context(request: flask.Request) -> flask.Response:
+    """Answer one context request (see :func:`memrepo.handlers.handle_context_request`)."""
+    settings = _settings()
+    response = handle_context_request(
+        bootstrap.retriever(settings),
+        method=request.method,
+        body=request.get_data(cache=False),
+        headers=dict(request.headers),
+        auth_token=settings.auth_token.get_secret_value() if settings.auth_token else None,
+        default_max_tokens=settings.default_max_tokens,
+    )
+    return flask.Response(
+        json.dumps(response.body, ensure_ascii=False),
+        status=response.status,
+        headers=response.headers,
+        mimetype="application/json",
+    )

@@ -1,0 +1,134 @@
+"""The Python API for people who embed memrepo: ``memrepo.open(store_url, user_id)``.
+
+::
+
+    import memrepo
+    memory = memrepo.open("file:///var/memrepo", "u-123")
+    memory.write_session({"session_id": "s1", "occurred_at": "...", "turns": [...]})
+    ctx = memory.context([{"role": "user", "content": "How is Sarah?"}], max_tokens=1500)
+    print(ctx.text, ctx.tokens_used, ctx.engine)
+
+    # the two calls known from DiffMem
+    memory.process_and_commit_session("Ana: hi\\nBot: hello", session_id="2024-05-01-am")
+    memory.get_context([{"role": "user", "content": "..."}])
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from memrepo import bootstrap
+from memrepo.conversation import parse_conversation
+from memrepo.errors import InvalidEvent
+from memrepo.events import SessionEnded, parse_session_ended
+from memrepo.ids import validate_user_id
+from memrepo.retrieval.service import ContextResult
+from memrepo.settings import Settings
+from memrepo.writer.service import WriteResult
+
+_LINE = re.compile(r"^(?P<speaker>[^:\n]{1,100}):\s?(?P<content>.*)$")
+
+
+def parse_transcript_text(text: str) -> list[dict[str, str]]:
+    """Split a plain transcript (``Speaker: text`` lines) into turns.
+
+    The speakers ``user``/``assistant`` (any case) keep those roles; otherwise the first speaker
+    is the user and the others are ``other``. Lines without a ``Speaker:`` prefix continue the
+    previous turn.
+
+    Raises:
+        InvalidEvent: the text holds no ``Speaker: text`` line.
+    """
+    turns: list[dict[str, str]] = []
+    first: str | None = None
+    for line in text.replace("\r\n", "\n").split("\n"):
+        match = _LINE.match(line)
+        if match and match["speaker"].strip():
+            speaker = match["speaker"].strip()
+            first = first or speaker
+            low = speaker.lower()
+            role = low if low in ("user", "assistant") else ("user" if speaker == first else "other")
+            turns.append({"speaker": speaker, "role": role, "content": match["content"]})
+        elif turns:
+            turns[-1]["content"] += "\n" + line
+    if not turns:
+        raise InvalidEvent("conversation text has no 'Speaker: text' line")
+    return turns
+
+
+class Memory:
+    """One user's memory on one store. Build it with :func:`open`."""
+
+    def __init__(self, settings: Settings, user_id: str) -> None:
+        """Args:
+        settings: the configuration (store URL, limits, engines).
+        user_id: the user (validated, see :mod:`memrepo.ids`).
+        """
+        self.settings = settings
+        self.user_id = validate_user_id(user_id)
+
+    def write_session(self, event: SessionEnded | dict[str, Any]) -> WriteResult:
+        """Commit one session (idempotent by session id) and save the bundle.
+
+        Args:
+            event: a :class:`SessionEnded` or its JSON dict (``user_id`` may be omitted).
+
+        Raises:
+            InvalidEvent, SessionConflict: permanent errors. StoreUnavailable,
+            ConflictRetriesExhausted: transient ones (retry).
+        """
+        if not isinstance(event, SessionEnded):
+            event = parse_session_ended(
+                {"user_id": self.user_id, **event},
+                max_transcript_bytes=self.settings.max_transcript_bytes,
+            )
+        if event.user_id != self.user_id:
+            raise InvalidEvent(f"event is for user {event.user_id!r}, not {self.user_id!r}")
+        return bootstrap.writer(self.settings).write(event)
+
+    def context(
+        self, conversation: Sequence[dict[str, str]], max_tokens: int | None = None
+    ) -> ContextResult:
+        """Return the context for ``conversation`` within ``max_tokens`` tokens (cl100k_base).
+
+        Raises:
+            InvalidRequest: a bad conversation or budget.
+        """
+        messages = parse_conversation(list(conversation))
+        return bootstrap.retriever(self.settings).context(
+            self.user_id, messages, max_tokens or self.settings.default_max_tokens
+        )
+
+    def process_and_commit_session(
+        self, conversation_text: str, session_id: str, occurred_at: datetime | None = None
+    ) -> WriteResult:
+        """DiffMem's call: commit a plain ``Speaker: text`` transcript as one session."""
+        return self.write_session(
+            {
+                "session_id": session_id,
+                "occurred_at": (occurred_at or datetime.now(UTC)).isoformat(),
+                "turns": parse_transcript_text(conversation_text),
+            }
+        )
+
+    def get_context(self, messages: Sequence[dict[str, str]], max_tokens: int | None = None) -> ContextResult:
+        """DiffMem's call: the same as :meth:`context`."""
+        return self.context(messages, max_tokens)
+
+
+def open(store_url: str | None = None, user_id: str = "", **settings: Any) -> Memory:  # noqa: A001
+    """Return the :class:`Memory` of ``user_id`` on the store at ``store_url``.
+
+    Args:
+        store_url: ``gs://bucket/prefix`` or ``file:///path`` (default: the settings default).
+        user_id: the user.
+        **settings: any other :class:`~memrepo.settings.Settings` field.
+
+    Raises:
+        InvalidEvent: invalid user id. pydantic.ValidationError: invalid settings.
+    """
+    values = {**settings, **({"store_url": store_url} if store_url else {})}
+    return Memory(Settings(**values), user_id)

@@ -1,0 +1,167 @@
+"""Answering a context request: hydrate read-only, plan, resolve under the budget.
+
+The planning engine is the LLM agent when one is configured, else the deterministic engine. When
+the agent fails, runs out of time or returns an invalid plan, the deterministic plan stands in and
+the result says so (``engine="deterministic"``, ``fallback_reason``), DESIGN.md invariant 5.
+Retrieval never uploads: the workspace is a private copy, removed afterwards.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from memrepo.errors import InvalidEvent, InvalidRequest
+from memrepo.ids import validate_user_id
+from memrepo.retrieval import deterministic
+from memrepo.retrieval.plan import Plan
+from memrepo.retrieval.resolver import Block, resolve
+from memrepo.repos import UserRepos
+from memrepo.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+
+class PlanningAgent(Protocol):
+    """Port: an engine that explores a workspace and returns a :class:`Plan` before a deadline."""
+
+    name: str
+
+    def plan(
+        self,
+        ws: Workspace,
+        conversation: Sequence[dict[str, str]],
+        max_tokens: int,
+        deadline: float,
+    ) -> tuple[Plan, dict[str, Any]]:
+        """Return ``(plan, metadata)``; ``deadline`` is a ``time.monotonic()`` instant.
+
+        Raises:
+            Exception: any failure; the caller falls back to the deterministic plan.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class ContextResult:
+    """A context for the bot: text, the blocks it is made of, and how it was made."""
+
+    text: str
+    blocks: tuple[Block, ...]
+    tokens_used: int
+    engine: str
+    elapsed_ms: float
+    fallback_reason: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the HTTP response body: ``{context, blocks, tokens_used, engine, ...}``."""
+        body: dict[str, Any] = {
+            "context": self.text,
+            "blocks": [
+                {"source": b.source, "kind": b.kind, "tokens": b.tokens, "reason": b.reason, "cut": b.cut}
+                for b in self.blocks
+            ],
+            "tokens_used": self.tokens_used,
+            "engine": self.engine,
+            "elapsed_ms": round(self.elapsed_ms, 1),
+            "metadata": self.metadata,
+        }
+        if self.fallback_reason:
+            body["fallback_reason"] = self.fallback_reason
+        return body
+
+
+class Retriever:
+    """Builds contexts for one store (see the module docstring)."""
+
+    def __init__(
+        self,
+        repos: UserRepos,
+        *,
+        agent: PlanningAgent | None = None,
+        max_tokens_limit: int = 32_000,
+        deadline_s: float = 8.0,
+    ) -> None:
+        """Args:
+        repos: the user repositories (only read).
+        agent: the LLM planning agent, or ``None`` for the deterministic engine only.
+        max_tokens_limit: the largest budget a request may ask for, in tokens.
+        deadline_s: the default time budget of a request, in seconds.
+        """
+        self.repos = repos
+        self.agent = agent
+        self.max_tokens_limit = max_tokens_limit
+        self.deadline_s = deadline_s
+
+    def check_budget(self, max_tokens: object) -> int:
+        """Return ``max_tokens`` if it is an integer in ``1..max_tokens_limit``.
+
+        Raises:
+            InvalidRequest: otherwise (0, negative, too large, not an integer).
+        """
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+            raise InvalidRequest("max_tokens must be an integer")
+        if not 1 <= max_tokens <= self.max_tokens_limit:
+            raise InvalidRequest(f"max_tokens must be between 1 and {self.max_tokens_limit}, got {max_tokens}")
+        return max_tokens
+
+    def context(
+        self,
+        user_id: str,
+        conversation: Sequence[dict[str, str]],
+        max_tokens: int,
+        *,
+        deadline_s: float | None = None,
+    ) -> ContextResult:
+        """Return the context for ``conversation`` from ``user_id``'s memory.
+
+        A user with no memory gets an empty, valid context.
+
+        Raises:
+            InvalidRequest: bad budget or user id. StoreUnavailable, CorruptBundle: store errors.
+        """
+        started = time.monotonic()
+        deadline = started + (deadline_s if deadline_s is not None else self.deadline_s)
+        max_tokens = self.check_budget(max_tokens)
+        try:
+            validate_user_id(user_id)
+        except InvalidEvent as exc:
+            raise InvalidRequest(str(exc)) from exc
+        ws, _ = self.repos.checkout(user_id)
+        timings: dict[str, float] = {"hydrate_ms": (time.monotonic() - started) * 1000}
+        with ws:
+            engine = "deterministic"
+            reason: str | None = None
+            meta: dict[str, Any] = {}
+            plan: Plan | None = None
+            if self.agent is not None and ws.head() is not None:
+                t0 = time.monotonic()
+                try:
+                    plan, meta = self.agent.plan(ws, conversation, max_tokens, deadline)
+                    engine = self.agent.name
+                except Exception as exc:  # noqa: BLE001 - any agent failure falls back (invariant 5)
+                    reason = f"{type(exc).__name__}: {exc}"[:300]
+                    log.warning("retrieval agent failed; deterministic plan used", extra={"reason": reason})
+                timings["agent_ms"] = (time.monotonic() - t0) * 1000
+            t0 = time.monotonic()
+            if plan is None:
+                plan = deterministic.plan(ws, conversation, max_tokens)
+            timings["plan_ms"] = (time.monotonic() - t0) * 1000
+            t0 = time.monotonic()
+            resolved = resolve(ws, plan, max_tokens)
+            timings["resolve_ms"] = (time.monotonic() - t0) * 1000
+        meta = {**meta, "timings_ms": {k: round(v, 1) for k, v in timings.items()},
+                "pointers": len(plan.pointers), "skipped": resolved.skipped}
+        return ContextResult(
+            text=resolved.text,
+            blocks=resolved.blocks,
+            tokens_used=resolved.tokens_used,
+            engine=engine,
+            elapsed_ms=(time.monotonic() - started) * 1000,
+            fallback_reason=reason,
+            metadata=meta,
+        )

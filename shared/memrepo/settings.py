@@ -1,0 +1,86 @@
+"""One frozen settings object: explicit argument, then environment variable, then default.
+
+The core never reads ``os.environ``: entry points call :meth:`Settings.from_env` with the
+environment (or tests pass a dict) and hand the object down.
+
+| setting                | variable                         | default                              |
+|------------------------|----------------------------------|--------------------------------------|
+| store_url              | ``MEMREPO_STORE``                | ``file://$PWD/.memrepo``             |
+| tmp_dir                | ``MEMREPO_TMP_DIR``              | system temp dir                      |
+| max_transcript_bytes   | ``MEMREPO_MAX_TRANSCRIPT_BYTES`` | 1,000,000 bytes                      |
+| write_max_attempts     | ``MEMREPO_WRITE_MAX_ATTEMPTS``   | 10 rounds                            |
+| auth_token             | ``MEMREPO_AUTH_TOKEN``           | none (no bearer check)               |
+| max_tokens_limit       | ``MEMREPO_MAX_TOKENS_LIMIT``     | 32,000 tokens                        |
+| default_max_tokens     | ``MEMREPO_DEFAULT_MAX_TOKENS``   | 2,000 tokens                         |
+| retrieval_deadline_ms  | ``MEMREPO_RETRIEVAL_DEADLINE_MS``| 8,000 ms                             |
+| engine                 | ``MEMREPO_ENGINE``               | ``auto`` (llm if an API key is set)  |
+| llm_api_key            | ``OPENROUTER_API_KEY`` or ``OPENAI_API_KEY`` | none                     |
+| llm_base_url           | ``MEMREPO_LLM_BASE_URL``         | ``https://openrouter.ai/api/v1``     |
+| writer_model           | ``MEMREPO_WRITER_MODEL``         | ``openai/gpt-4o-mini``               |
+| retrieval_model        | ``MEMREPO_RETRIEVAL_MODEL``      | ``openai/gpt-4o-mini``               |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+_ENV = {
+    "store_url": "MEMREPO_STORE",
+    "tmp_dir": "MEMREPO_TMP_DIR",
+    "max_transcript_bytes": "MEMREPO_MAX_TRANSCRIPT_BYTES",
+    "write_max_attempts": "MEMREPO_WRITE_MAX_ATTEMPTS",
+    "auth_token": "MEMREPO_AUTH_TOKEN",
+    "max_tokens_limit": "MEMREPO_MAX_TOKENS_LIMIT",
+    "default_max_tokens": "MEMREPO_DEFAULT_MAX_TOKENS",
+    "retrieval_deadline_ms": "MEMREPO_RETRIEVAL_DEADLINE_MS",
+    "engine": "MEMREPO_ENGINE",
+    "llm_base_url": "MEMREPO_LLM_BASE_URL",
+    "writer_model": "MEMREPO_WRITER_MODEL",
+    "retrieval_model": "MEMREPO_RETRIEVAL_MODEL",
+}
+
+
+class Settings(BaseModel):
+    """memrepo's configuration (see the module docstring for variables and defaults)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    store_url: str = Field(default_factory=lambda: (Path.cwd() / ".memrepo").as_uri())
+    tmp_dir: Path | None = None
+    max_transcript_bytes: int = Field(default=1_000_000, gt=0)
+    write_max_attempts: int = Field(default=10, ge=1, le=100)
+    auth_token: SecretStr | None = None
+    max_tokens_limit: int = Field(default=32_000, ge=1)
+    default_max_tokens: int = Field(default=2_000, ge=1)
+    retrieval_deadline_ms: int = Field(default=8_000, ge=100)
+    engine: Literal["auto", "deterministic", "llm"] = "auto"
+    llm_api_key: SecretStr | None = None
+    llm_base_url: str = "https://openrouter.ai/api/v1"
+    writer_model: str = "openai/gpt-4o-mini"
+    retrieval_model: str = "openai/gpt-4o-mini"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> Settings:
+        """Build settings from ``overrides``, then ``environ``, then defaults.
+
+        Raises:
+            pydantic.ValidationError: a value has the wrong type or range.
+        """
+        values: dict[str, Any] = {}
+        for name, variable in _ENV.items():
+            if environ.get(variable):
+                values[name] = environ[variable]
+        key = environ.get("OPENROUTER_API_KEY") or environ.get("OPENAI_API_KEY")
+        if key:
+            values["llm_api_key"] = key
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    @property
+    def use_llm(self) -> bool:
+        """Whether the LLM engines run: ``llm``, or ``auto`` with an API key configured."""
+        return self.engine == "llm" or (self.engine == "auto" and self.llm_api_key is not None)
