@@ -129,6 +129,8 @@ def plan(ws: Workspace, conversation: Sequence[dict[str, str]], max_tokens: int)
                 reason="who the user is (always loaded)", priority="must")
     ] if ws.read(PROFILE) is not None else []
     terms = query_terms(conversation)
+    recent_text = " ".join(m.get("content", "") for m in list(conversation)[-QUERY_MESSAGES:])
+    shown = {stem(w): w for w in reversed(content_words(recent_text))}
     entities = _mentioned_entities(ws, conversation)
     for path in entities:
         meta, _ = frontmatter.split(ws.read(path) or "")
@@ -174,7 +176,7 @@ def plan(ws: Workspace, conversation: Sequence[dict[str, str]], max_tokens: int)
                 Pointer(
                     kind="file_section", path=path, start_line=start, end_line=end,
                     score=round(hit.score, 3),
-                    reason=f"{where}; matches {', '.join(sorted(hit.terms))}",
+                    reason=f"{where}; matches {', '.join(sorted(shown.get(t, t) for t in hit.terms))}",
                     est_tokens=len(hit.text) // 3 * (2 * NEIGHBOURS + 1),
                 )
             )

@@ -179,7 +179,8 @@ class DeterministicWriter(WriterEngine):
         if line not in entries:
             entries.append(line)
         head = f"# {meta['name']}\n\n## Sessions\n"
-        return frontmatter.render(meta, _condense(head, entries, ENTITY_MAX_BYTES, "sessions"))
+        room = ENTITY_MAX_BYTES - len(frontmatter.render(meta, "").encode())
+        return frontmatter.render(meta, _condense(head, entries, room, "sessions"))
 
     def _profile(self, old: str, user_turns: list[Turn], event: SessionEnded, date: str) -> str:
         meta, body = frontmatter.split(old)
@@ -201,4 +202,5 @@ class DeterministicWriter(WriterEngine):
                     entries.append(f"- {date}: {sentence.strip()}")
                     said += 1
         head = f"# {name}\n\nThe user. What they said about themselves, oldest first.\n\n"
-        return frontmatter.render(meta, _condense(head, entries, PROFILE_MAX_BYTES, "statements"))
+        room = PROFILE_MAX_BYTES - len(frontmatter.render(meta, "").encode())
+        return frontmatter.render(meta, _condense(head, entries, room, "statements"))
