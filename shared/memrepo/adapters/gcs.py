@@ -17,6 +17,7 @@ from memrepo.errors import PreconditionFailed, StoreUnavailable
 from memrepo.store.base import BundleStore, StoredObject
 
 CONTENT_TYPE = "application/octet-stream"
+_READ_RACE_RETRIES = 5
 
 
 def _translate(exc: Exception, what: str) -> Exception:
@@ -57,19 +58,21 @@ class GCSStore(BundleStore):
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def _get(self, key: str) -> StoredObject | None:
-        name = self._name(key)
-        try:
-            blob = self._b().get_blob(name)
-            if blob is None:
-                return None
-            data = blob.download_as_bytes(generation=blob.generation)
-            return StoredObject(data=data, generation=int(blob.generation))
-        except Exception as exc:  # noqa: BLE001 - translated below
-            from google.api_core import exceptions as gexc
+        from google.api_core import exceptions as gexc
 
-            if isinstance(exc, gexc.NotFound):
-                return None  # deleted between listing and download
-            raise _translate(exc, f"get {name}") from exc
+        name = self._name(key)
+        for _ in range(_READ_RACE_RETRIES):
+            try:
+                blob = self._b().get_blob(name)
+                if blob is None:
+                    return None
+                data = blob.download_as_bytes(if_generation_match=blob.generation)
+                return StoredObject(data=data, generation=int(blob.generation))
+            except (gexc.PreconditionFailed, gexc.NotFound):
+                continue  # replaced or deleted between metadata and download: read again
+            except Exception as exc:  # noqa: BLE001 - translated below
+                raise _translate(exc, f"get {name}") from exc
+        raise StoreUnavailable(f"get {name}: object kept changing during {_READ_RACE_RETRIES} reads")
 
     def _put(self, key: str, data: bytes, if_generation_match: int) -> int:
         name = self._name(key)
