@@ -9,8 +9,10 @@ Pub/Sub push to a ``cloudevent`` function: functions-framework turns the push bo
 ``google.cloud.pubsub.topic.v1.messagePublished``, source ``//pubsub.googleapis.com/<path>``
 (``<path>`` is ``projects/P/topics/T`` found in the request URL, else empty), id = messageId,
 time = publishTime, and data ``{"message": {"@type", "data", "attributes", "messageId",
-"publishTime"}}``: ``subscription``, ``deliveryAttempt`` and ``orderingKey`` are dropped.
-A message without ``data`` cannot be converted (400, so it is retried and dead-lettered).
+"publishTime"}}``: ``subscription`` and the emulator's snake_case duplicates (``message_id``,
+``publish_time``) are dropped (the emulator sends no ``deliveryAttempt``). A push body whose
+message lacks ``data`` or ``messageId`` cannot be converted (400, so it is retried and
+dead-lettered); the emulator sends ``"data": ""`` for an empty payload.
 """
 
 from __future__ import annotations
@@ -127,7 +129,9 @@ class FunctionServer:
         """Return the child's environment: base, then ``spec.env``, then ``PYTHONPATH``."""
         env = dict(os.environ) if self.inherit_env else {"PATH": os.environ.get("PATH", "")}
         env.update(self.spec.env)
-        paths = [str(_package_root())] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        paths = [str(_package_root())] + [
+            p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p
+        ]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env

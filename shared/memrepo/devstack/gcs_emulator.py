@@ -51,7 +51,9 @@ def fake_gcs_binary() -> Path:
     suffix = ".exe" if system == "windows" else ""
     binary = bin_dir / f"fake-gcs-server-{system}-{arch}{suffix}"
     if arch is None or not binary.is_file():
-        found = sorted(p.name for p in bin_dir.glob("fake-gcs-server-*")) if bin_dir.is_dir() else []
+        found = (
+            sorted(p.name for p in bin_dir.glob("fake-gcs-server-*")) if bin_dir.is_dir() else []
+        )
         raise DevStackError(f"no fake-gcs-server binary for {system}/{platform.machine()}: {found}")
     if not os.access(binary, os.X_OK):
         try:

@@ -210,7 +210,7 @@ def spawn(
         ProcessStartError: If the executable cannot be started.
     """
     argv = [str(a) for a in argv]
-    log = open(log_path, "ab") if log_path is not None else None  # noqa: SIM115
+    log = open(log_path, "ab") if log_path is not None else None
     try:
         popen = subprocess.Popen(
             argv,

@@ -16,7 +16,7 @@ import functools
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -54,25 +54,29 @@ _LAUNCHER = Path("platform/pubsub-emulator/bin/cloud-pubsub-emulator")
 
 @functools.cache
 def sdk_root() -> Path:
-    """Return the Google Cloud SDK root, asking ``gcloud info`` once per process.
+    """Return the Google Cloud SDK root, computed once per process.
 
-    Falls back to :data:`DEFAULT_SDK_ROOT` when gcloud is missing, fails or takes over 30 s.
+    First the ``gcloud`` on ``PATH`` with its symlinks resolved (``<root>/bin/gcloud``; instant),
+    if the emulator launcher is under that root; then ``gcloud info
+    --format='value(installation.sdk_root)'`` (about 2.5 s); then :data:`DEFAULT_SDK_ROOT`.
     """
     gcloud = shutil.which("gcloud")
-    if gcloud:
-        try:
-            out = subprocess.run(
-                [gcloud, "info", "--format=value(installation.sdk_root)"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-                check=True,
-            ).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            out = ""
-        if out and Path(out).is_dir():
-            return Path(out)
-    return DEFAULT_SDK_ROOT
+    if gcloud is None:
+        return DEFAULT_SDK_ROOT
+    guess = Path(gcloud).resolve().parent.parent
+    if (guess / _LAUNCHER).is_file():
+        return guess
+    try:
+        out = subprocess.run(
+            [gcloud, "info", "--format=value(installation.sdk_root)"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    return Path(out) if out and Path(out).is_dir() else DEFAULT_SDK_ROOT
 
 
 def emulator_launcher(root: Path | None = None) -> Path:
@@ -186,9 +190,7 @@ def pubsub_clients(emulator_host: str) -> Iterator[tuple[Any, Any]]:
     pub_channel = grpc.insecure_channel(emulator_host)
     sub_channel = grpc.insecure_channel(emulator_host)
     publisher = pubsub_v1.PublisherClient(transport=PublisherGrpcTransport(channel=pub_channel))
-    subscriber = pubsub_v1.SubscriberClient(
-        transport=SubscriberGrpcTransport(channel=sub_channel)
-    )
+    subscriber = pubsub_v1.SubscriberClient(transport=SubscriberGrpcTransport(channel=sub_channel))
     try:
         yield publisher, subscriber
     finally:
@@ -335,9 +337,9 @@ def publish(
     topic_path: str,
     data: bytes,
     *,
+    attributes: Mapping[str, str] | None = None,
     ordering_key: str = "",
     timeout: float = 30.0,
-    **attributes: str,
 ) -> str:
     """Publish one message and wait for its server-assigned id.
 
@@ -345,15 +347,15 @@ def publish(
         emulator_host: ``host:port`` of the emulator.
         topic_path: ``projects/P/topics/T``.
         data: Message payload (bytes; push deliveries carry it base64-encoded).
+        attributes: Message attributes (string to string).
         ordering_key: Ordering key, '' for none.
         timeout: Seconds to wait for the publish to be acknowledged.
-        **attributes: Message attributes (string to string).
 
     Returns:
         The message id.
     """
     with pubsub_clients(emulator_host) as (publisher, _):
-        kwargs: dict[str, Any] = dict(attributes)
+        kwargs: dict[str, Any] = dict(attributes or {})
         if ordering_key:
             kwargs["ordering_key"] = ordering_key
         message_id: str = publisher.publish(topic_path, data, **kwargs).result(timeout=timeout)
@@ -436,4 +438,3 @@ def pull(
                 for m in response.received_messages
             )
     return received
-
