@@ -18,7 +18,11 @@ with ``raise ... from exc``.
 | ``PreconditionFailed``    | no        | a generation precondition lost to a concurrent writer   |
 | ``ConflictRetriesExhausted`` | no     | the bound on re-apply after preconditions was reached   |
 | ``GitError``              | no        | a git command failed unexpectedly                       |
+| ``LLMError``              | no        | base of the LLM errors below (the input is not at fault) |
 | ``LLMUnavailable``        | no        | the LLM endpoint failed after its retries               |
+| ``LLMRejected``           | no        | the endpoint refused the request (4xx: key, model, size) |
+| ``LLMBadOutput``          | no        | the answer stayed invalid after bounded repair rounds   |
+| ``LLMBudgetExceeded``     | no        | a per-session cap on LLM calls, tokens or time was hit  |
 """
 
 from __future__ import annotations
@@ -82,5 +86,25 @@ class GitError(TransientError):
     """Raised when a git command exits non-zero where success was expected."""
 
 
-class LLMUnavailable(TransientError):
-    """Raised when the LLM endpoint keeps failing after its bounded retries."""
+class LLMError(TransientError):
+    """Base of the LLM errors: the session or request is fine, so a retry or a fallback engine can
+    handle it (the writer falls back to the deterministic engine, retrieval to its plan)."""
+
+
+class LLMUnavailable(LLMError):
+    """Raised when the LLM endpoint keeps failing (connection, timeout, 429, 5xx) after its
+    bounded retries, or the deadline passes first."""
+
+
+class LLMRejected(LLMError):
+    """Raised when the endpoint refuses a request with a 4xx other than 408/409/429 (wrong key,
+    unknown model, context too long); the client does not retry it."""
+
+
+class LLMBadOutput(LLMError):
+    """Raised when a model's answer stays invalid (not JSON, fails its schema, cut at
+    ``max_tokens``, refused) after the bounded repair rounds."""
+
+
+class LLMBudgetExceeded(LLMError):
+    """Raised before a call that would exceed a per-session cap on LLM calls or tokens."""

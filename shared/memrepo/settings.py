@@ -18,6 +18,13 @@ environment (or tests pass a dict) and hand the object down.
 | llm_base_url           | ``MEMREPO_LLM_BASE_URL``         | ``https://openrouter.ai/api/v1``     |
 | writer_model           | ``MEMREPO_WRITER_MODEL``         | ``openai/gpt-4o-mini``               |
 | retrieval_model        | ``MEMREPO_RETRIEVAL_MODEL``      | ``openai/gpt-4o-mini``               |
+| llm_timeout_s          | ``MEMREPO_LLM_TIMEOUT_S``        | 60 s per HTTP request                |
+| llm_max_retries        | ``MEMREPO_LLM_MAX_RETRIES``      | 3 retries (429, 5xx, timeout)        |
+| llm_json_mode          | ``MEMREPO_LLM_JSON_MODE``        | ``json_object`` (json_schema, off)   |
+| writer_max_llm_calls   | ``MEMREPO_WRITER_MAX_LLM_CALLS`` | 8 requests per session               |
+| writer_max_llm_tokens  | ``MEMREPO_WRITER_MAX_LLM_TOKENS``| 60,000 tokens (in + out) per session |
+| writer_deadline_s      | ``MEMREPO_WRITER_DEADLINE_S``    | 240 s of LLM work per session        |
+| ontology_path          | ``MEMREPO_ONTOLOGY``             | none (people and contexts)           |
 """
 
 from __future__ import annotations
@@ -41,6 +48,13 @@ _ENV = {
     "llm_base_url": "MEMREPO_LLM_BASE_URL",
     "writer_model": "MEMREPO_WRITER_MODEL",
     "retrieval_model": "MEMREPO_RETRIEVAL_MODEL",
+    "llm_timeout_s": "MEMREPO_LLM_TIMEOUT_S",
+    "llm_max_retries": "MEMREPO_LLM_MAX_RETRIES",
+    "llm_json_mode": "MEMREPO_LLM_JSON_MODE",
+    "writer_max_llm_calls": "MEMREPO_WRITER_MAX_LLM_CALLS",
+    "writer_max_llm_tokens": "MEMREPO_WRITER_MAX_LLM_TOKENS",
+    "writer_deadline_s": "MEMREPO_WRITER_DEADLINE_S",
+    "ontology_path": "MEMREPO_ONTOLOGY",
 }
 
 
@@ -62,6 +76,13 @@ class Settings(BaseModel):
     llm_base_url: str = "https://openrouter.ai/api/v1"
     writer_model: str = "openai/gpt-4o-mini"
     retrieval_model: str = "openai/gpt-4o-mini"
+    llm_timeout_s: float = Field(default=60.0, gt=0, le=600)
+    llm_max_retries: int = Field(default=3, ge=0, le=10)
+    llm_json_mode: Literal["json_object", "json_schema", "off"] = "json_object"
+    writer_max_llm_calls: int = Field(default=8, ge=1, le=100)
+    writer_max_llm_tokens: int = Field(default=60_000, ge=1_000)
+    writer_deadline_s: float = Field(default=240.0, gt=0, le=3_600)
+    ontology_path: Path | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> Settings:
