@@ -102,6 +102,8 @@ class FunctionServer:
         log_path: Path | None = None,
         name: str | None = None,
         inherit_env: bool = True,
+        executable: Path | None = None,
+        add_package_path: bool = True,
     ) -> None:
         """Prepare (do not start) a server.
 
@@ -111,6 +113,9 @@ class FunctionServer:
             log_path: File for the server's output; None discards it.
             name: Process label; defaults to ``function:<target>``.
             inherit_env: Start from this process's environment (else from ``PATH`` only).
+            executable: The ``functions-framework`` script to run (default: this venv's).
+            add_package_path: Put this checkout's ``shared/`` on ``PYTHONPATH`` (False to serve
+                an unpacked archive that carries its own ``memrepo`` package).
         """
         self.spec = spec
         self.host = "127.0.0.1"
@@ -118,6 +123,8 @@ class FunctionServer:
         self.log_path = log_path
         self.name = name or f"function:{spec.target}"
         self.inherit_env = inherit_env
+        self.executable = executable
+        self.add_package_path = add_package_path
         self.process: ManagedProcess | None = None
 
     @property
@@ -129,6 +136,10 @@ class FunctionServer:
         """Return the child's environment: base, then ``spec.env``, then ``PYTHONPATH``."""
         env = dict(os.environ) if self.inherit_env else {"PATH": os.environ.get("PATH", "")}
         env.update(self.spec.env)
+        if not self.add_package_path:
+            env.pop("PYTHONPATH", None)
+            env.setdefault("PYTHONUNBUFFERED", "1")
+            return env
         paths = [str(_package_root())] + [
             p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p
         ]
@@ -146,7 +157,7 @@ class FunctionServer:
         if not source.is_file():
             raise DevStackError(f"{self.name}: function source {source} does not exist")
         argv = [
-            str(functions_framework_executable()),
+            str(self.executable or functions_framework_executable()),
             "--target", self.spec.target,
             "--source", str(source),
             "--signature-type", self.spec.signature_type,
