@@ -23,7 +23,6 @@ HARDENING_CONFIG: tuple[str, ...] = (
     "core.pager=cat",
     "core.quotePath=false",
     "core.autocrlf=false",
-    "diff.external=",
     "diff.noprefix=false",
     "gc.auto=0",
     "maintenance.auto=false",
