@@ -42,7 +42,7 @@ def test_all_is_honest():
         "api", "errors", "events", "retrieval", "settings", "writer", "ids", "workspace", "gitcli",
         "repos", "store", "layout", "text", "frontmatter", "transcript", "timeline", "index",
         "conversation", "tokens", "bootstrap", "handlers", "envelope", "logs", "locomo", "sandbox",
-        "adapters", "cli", "llm", "devstack",
+        "adapters", "cli", "llm", "devstack", "operations", "client",
     }
     assert public == set(memrepo.__all__)
 

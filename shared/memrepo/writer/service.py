@@ -1,14 +1,16 @@
 """Writing one session: hydrate, check idempotency, prepare, commit once, save with a precondition.
 
-The loop (DESIGN.md invariants 1 and 2):
+The loop (DESIGN.md invariants 1 and 2), run by :class:`memrepo.operations.apply.RepoChanger`:
 
 1. hydrate the user's repository at generation ``G`` (0 for a new user);
 2. if a commit with ``Session-Id: <id>`` exists, stop: same digest → ``duplicate`` (a redelivery),
    other digest → :class:`SessionConflict` (permanent);
-3. let the engine prepare the session's files; write them; commit once with trailers;
+3. let the engine prepare the session's files; write them; commit once with trailers
+   (:func:`commit_session`, also used by the rebuild);
 4. save the bundle with ``if_generation_match=G``; on :class:`PreconditionFailed` (another writer
    was first) wait with jittered exponential backoff and start again from 1, at most
-   ``max_attempts`` times, then raise :class:`ConflictRetriesExhausted` so Pub/Sub redelivers.
+   ``max_attempts`` times, then raise :class:`ConflictRetriesExhausted` so Pub/Sub redelivers;
+5. after the save, run the after-save hooks (the git mirror), whose failures are only logged.
 
 Only a save that succeeded returns ``committed``: the caller acknowledges after that and only then.
 """
@@ -16,15 +18,16 @@ Only a save that succeeded returns ``committed``: the caller acknowledges after 
 from __future__ import annotations
 
 import logging
-import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from memrepo.errors import ConflictRetriesExhausted, PreconditionFailed, SessionConflict
+from memrepo.errors import SessionConflict
 from memrepo.events import SessionEnded
+from memrepo.operations.apply import AfterSave, Outcome, RepoChanger
 from memrepo.repos import UserRepos
+from memrepo.workspace import Workspace
 from memrepo.writer.base import WriterEngine
 
 log = logging.getLogger(__name__)
@@ -43,6 +46,35 @@ class WriteResult:
     writer: str
 
 
+def commit_session(ws: Workspace, engine: WriterEngine, event: SessionEnded) -> tuple[str, str]:
+    """Prepare ``event`` with ``engine``, write its files and commit them once, with trailers.
+
+    The trailers are ``Session-Id``, ``Session-Digest``, ``Occurred-At``, ``Writer`` and the
+    plan's extra trailers; the author date is ``occurred_at``. Nothing is uploaded.
+
+    Returns:
+        ``(commit id, writer name recorded)``.
+
+    Raises:
+        GitError, LLMError: from git or the engine (nothing is committed then).
+    """
+    plan = engine.prepare(ws, event)
+    for path, text in plan.files.items():
+        ws.write(path, text)
+    commit = ws.commit(
+        plan.message,
+        {
+            "Session-Id": event.session_id,
+            "Session-Digest": event.digest(),
+            "Occurred-At": event.occurred_at.isoformat(),
+            "Writer": plan.writer,
+            **plan.extra_trailers,
+        },
+        author_date=event.occurred_at,
+    )
+    return commit, plan.writer
+
+
 class SessionWriter:
     """Apply sessions to user repositories (see the module docstring)."""
 
@@ -55,6 +87,7 @@ class SessionWriter:
         backoff_s: float = 0.05,
         max_backoff_s: float = 2.0,
         sleep: Callable[[float], None] = time.sleep,
+        after_save: Sequence[AfterSave] = (),
     ) -> None:
         """Args:
         repos: the user repositories.
@@ -63,13 +96,15 @@ class SessionWriter:
         backoff_s: first backoff in seconds, doubled per attempt, with full jitter.
         max_backoff_s: backoff ceiling in seconds.
         sleep: the sleep function (tests pass a fake clock).
+        after_save: hooks run after each successful save (the git mirror); failures are logged.
         """
         self.repos = repos
         self.engine = engine
         self.max_attempts = max_attempts
-        self.backoff_s = backoff_s
-        self.max_backoff_s = max_backoff_s
-        self._sleep = sleep
+        self.changer = RepoChanger(
+            repos, max_attempts=max_attempts, backoff_s=backoff_s, max_backoff_s=max_backoff_s,
+            sleep=sleep, after_save=after_save,
+        )
 
     def write(self, event: SessionEnded) -> WriteResult:
         """Commit ``event`` exactly once to its user's repository and save it.
@@ -80,55 +115,27 @@ class SessionWriter:
             StoreUnavailable, GitError, LLMUnavailable: transient failures (retry).
         """
         digest = event.digest()
-        for attempt in range(1, self.max_attempts + 1):
-            ws, generation = self.repos.checkout(event.user_id)
-            with ws:
-                found = ws.find_session(event.session_id)
-                if found is not None:
-                    if found.digest not in (None, digest):
-                        raise SessionConflict(
-                            f"session {event.session_id} of {event.user_id} is already committed "
-                            f"({found.commit[:12]}) with digest {found.digest}; this delivery has "
-                            f"digest {digest}"
-                        )
-                    log.info(
-                        "session already committed",
-                        extra={"user_id": event.user_id, "session_id": event.session_id},
+        ids = {"user_id": event.user_id, "session_id": event.session_id}
+
+        def change(ws: Workspace) -> Outcome[tuple[Literal["committed", "duplicate"], str, str]]:
+            found = ws.find_session(event.session_id)
+            if found is not None:
+                if found.digest not in (None, digest):
+                    raise SessionConflict(
+                        f"session {event.session_id} of {event.user_id} is already committed "
+                        f"({found.commit[:12]}) with digest {found.digest}; this delivery has "
+                        f"digest {digest}"
                     )
-                    return WriteResult(
-                        "duplicate", event.user_id, event.session_id, found.commit, generation,
-                        attempt, self.engine.name,
-                    )
-                plan = self.engine.prepare(ws, event)
-                for path, text in plan.files.items():
-                    ws.write(path, text)
-                commit = ws.commit(
-                    plan.message,
-                    {
-                        "Session-Id": event.session_id,
-                        "Session-Digest": digest,
-                        "Occurred-At": event.occurred_at.isoformat(),
-                        "Writer": plan.writer,
-                        **plan.extra_trailers,
-                    },
-                    author_date=event.occurred_at,
-                )
-                try:
-                    new_generation = self.repos.save(ws, generation)
-                except PreconditionFailed:
-                    delay = random.uniform(0, min(self.max_backoff_s, self.backoff_s * 2**attempt))  # noqa: S311
-                    log.info(
-                        "bundle changed under us; re-applying",
-                        extra={"user_id": event.user_id, "session_id": event.session_id,
-                               "attempt": attempt, "backoff_s": round(delay, 3)},
-                    )
-                    self._sleep(delay)
-                    continue
-            return WriteResult(
-                "committed", event.user_id, event.session_id, commit, new_generation, attempt,
-                plan.writer,
-            )
-        raise ConflictRetriesExhausted(
-            f"session {event.session_id} of {event.user_id}: {self.max_attempts} attempts lost "
-            "to concurrent writers"
+                log.info("session already committed", extra=ids)
+                return Outcome(("duplicate", found.commit, self.engine.name), save=False)
+            commit, writer = commit_session(ws, self.engine, event)
+            return Outcome(("committed", commit, writer))
+
+        applied = self.changer.apply(
+            event.user_id, change, what=f"session {event.session_id} of {event.user_id}",
+            log_extra={"session_id": event.session_id},
+        )
+        status, commit, writer = applied.value
+        return WriteResult(
+            status, event.user_id, event.session_id, commit, applied.token, applied.attempts, writer
         )
