@@ -9,11 +9,18 @@ from __future__ import annotations
 
 from functools import cache
 
+from memrepo.layout import load_ontology
 from memrepo.repos import UserRepos
 from memrepo.retrieval.service import Retriever
 from memrepo.settings import Settings
 from memrepo.store import open_store
-from memrepo.writer import DeterministicWriter, SessionWriter
+from memrepo.writer import (
+    DeterministicWriter,
+    FallbackWriter,
+    LLMWriter,
+    SessionWriter,
+    WriterEngine,
+)
 
 
 @cache
@@ -22,10 +29,39 @@ def repos(settings: Settings) -> UserRepos:
     return UserRepos(open_store(settings.store_url), tmp_root=settings.tmp_dir)
 
 
+def writer_engine(settings: Settings) -> WriterEngine:
+    """Return the writer engine for ``settings``.
+
+    With ``settings.use_llm``: the LLM writer on the configured endpoint and writer model, its
+    per-session caps from settings, falling back to the deterministic writer (commit marked
+    ``Writer: deterministic (llm failed: ...)``). Otherwise the deterministic writer. Both use
+    the ontology of ``settings.ontology_path`` (people and contexts by default).
+
+    Raises:
+        OSError, ValueError: the ontology file cannot be read or is invalid.
+    """
+    ontology = load_ontology(settings.ontology_path)
+    deterministic = DeterministicWriter(ontology)
+    if not settings.use_llm:
+        return deterministic
+    from memrepo.llm.client import OpenAIChat
+
+    llm = LLMWriter(
+        OpenAIChat.from_settings(settings, "writer"),
+        ontology=ontology,
+        max_calls=settings.writer_max_llm_calls,
+        max_tokens=settings.writer_max_llm_tokens,
+        deadline_s=settings.writer_deadline_s,
+    )
+    return FallbackWriter(llm, deterministic)
+
+
 @cache
 def writer(settings: Settings) -> SessionWriter:
-    """Return the session writer for ``settings`` (the deterministic engine)."""
-    return SessionWriter(repos(settings), DeterministicWriter(), max_attempts=settings.write_max_attempts)
+    """Return the session writer for ``settings`` (engine: see :func:`writer_engine`)."""
+    return SessionWriter(
+        repos(settings), writer_engine(settings), max_attempts=settings.write_max_attempts
+    )
 
 
 @cache
