@@ -174,3 +174,22 @@ def test_right_bearer_token(auth_client):
     response = _ask(auth_client, {"user_id": "ana", "conversation": [], "max_tokens": 100},
                     {"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 200
+
+
+def test_python_api_export_and_delete(tmp_path):
+    import subprocess
+
+    import memrepo
+
+    ana = memrepo.open((tmp_path / "s").as_uri(), "ana")
+    bob = memrepo.open((tmp_path / "s").as_uri(), "bob")
+    ana.write_session(event(user_id="ana"))
+    bob.write_session(event(user_id="bob", session_id="b1"))
+    bundle = tmp_path / "ana.bundle"
+    bundle.write_bytes(ana.export() or b"")
+    subprocess.run(["git", "clone", "-q", "-b", "user/ana", str(bundle), str(tmp_path / "c")], check=True)
+    assert (tmp_path / "c" / "sessions" / "2024" / "05" / "s1.md").exists()
+    bob_before = bob.export()
+    assert ana.delete() == 1
+    assert ana.export() is None and bob.export() == bob_before
+    assert ana.context([{"role": "user", "content": "Sarah?"}]).text == ""

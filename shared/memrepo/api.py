@@ -114,6 +114,27 @@ class Memory:
             }
         )
 
+    def export(self) -> bytes | None:
+        """Return the user's memory as one git bundle (``git clone -b user/<id> FILE`` reads it).
+
+        Returns ``None`` when the user has no memory. (GDPR/CCPA access and portability.)
+
+        Raises:
+            StoreUnavailable: a transient store failure.
+        """
+        return bootstrap.repos(self.settings).export(self.user_id)
+
+    def delete(self) -> int:
+        """Delete every stored object of this user, noncurrent versions included, and nothing else.
+
+        Returns:
+            The number of object versions deleted. (GDPR/CCPA erasure.)
+
+        Raises:
+            StoreUnavailable: a transient store failure.
+        """
+        return bootstrap.repos(self.settings).delete(self.user_id)
+
     def get_context(self, messages: Sequence[dict[str, str]], max_tokens: int | None = None) -> ContextResult:
         """DiffMem's call: the same as :meth:`context`."""
         return self.context(messages, max_tokens)
