@@ -11,7 +11,9 @@ from typing import Any
 from memrepo.gitcli import git_text
 from memrepo.repos import UserRepos
 
-DATA = Path(os.environ.get("MEMREPO_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+DATA = Path(
+    os.environ.get("MEMREPO_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
 LOCOMO = DATA / "locomo" / "locomo-dev.json"
 
 
@@ -31,15 +33,21 @@ def event(
         "turns": turns
         if turns is not None
         else [
-            {"speaker": "Ana", "role": "user", "content": "My sister Sarah starts at the bakery on Monday."},
+            {
+                "speaker": "Ana",
+                "role": "user",
+                "content": "My sister Sarah starts at the bakery on Monday.",
+            },
             {"speaker": "Bot", "role": "assistant", "content": "Congratulations to Sarah!"},
         ],
         **extra,
     }
 
 
-def envelope(payload: Any, *, raw: bytes | None = None, attributes: Any = "absent", **message: Any) -> dict[str, Any]:
-    """Return Pub/Sub CloudEvent data (push shape) carrying ``payload`` as JSON (or ``raw`` bytes)."""
+def envelope(
+    payload: Any, *, raw: bytes | None = None, attributes: Any = "absent", **message: Any
+) -> dict[str, Any]:
+    """Return Pub/Sub CloudEvent data (push shape) carrying ``payload`` as JSON (or ``raw``)."""
     data = raw if raw is not None else json.dumps(payload).encode()
     msg: dict[str, Any] = {"data": base64.b64encode(data).decode(), "messageId": "1", **message}
     if attributes != "absent":
@@ -53,5 +61,7 @@ def commits(repos: UserRepos, user_id: str) -> list[str]:
         return []
     ws, _ = repos.checkout(user_id)
     with ws:
-        out = git_text(["log", "--format=%(trailers:key=Session-Id,valueonly)%x1e", ws.branch], ws.path)
+        out = git_text(
+            ["log", "--format=%(trailers:key=Session-Id,valueonly)%x1e", ws.branch], ws.path
+        )
     return [r.strip() for r in out.split("\x1e") if r.strip()]

@@ -39,10 +39,37 @@ def test_all_is_honest():
     for name in memrepo.__all__:
         assert hasattr(memrepo, name), name
     public = {n for n in vars(memrepo) if not n.startswith("_")} - {
-        "api", "errors", "events", "retrieval", "settings", "writer", "ids", "workspace", "gitcli",
-        "repos", "store", "layout", "text", "frontmatter", "transcript", "timeline", "index",
-        "conversation", "tokens", "bootstrap", "handlers", "envelope", "logs", "locomo", "sandbox",
-        "adapters", "cli", "llm", "devstack", "operations", "client",
+        "api",
+        "errors",
+        "events",
+        "retrieval",
+        "settings",
+        "writer",
+        "ids",
+        "workspace",
+        "gitcli",
+        "repos",
+        "store",
+        "layout",
+        "text",
+        "frontmatter",
+        "transcript",
+        "timeline",
+        "index",
+        "conversation",
+        "tokens",
+        "bootstrap",
+        "handlers",
+        "envelope",
+        "logs",
+        "locomo",
+        "sandbox",
+        "adapters",
+        "cli",
+        "llm",
+        "devstack",
+        "operations",
+        "client",
     }
     assert public == set(memrepo.__all__)
 
@@ -53,8 +80,8 @@ def test_importing_the_package_loads_no_sdk():
 
     code = (
         "import sys, memrepo, memrepo.handlers, memrepo.bootstrap\n"
-        "heavy = [m for m in ('google.cloud.storage', 'google.cloud.pubsub_v1', 'openai', 'tiktoken')"
-        " if m in sys.modules]\n"
+        "heavy = [m for m in ('google.cloud.storage', 'google.cloud.pubsub_v1', 'openai',"
+        " 'tiktoken') if m in sys.modules]\n"
         "print(','.join(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

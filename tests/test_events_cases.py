@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 import pytest
 from fakes import InMemoryStore
 from helpers import commits, envelope, event
-
 from memrepo.errors import StoreUnavailable, TransientError
 from memrepo.handlers import handle_session_message
 from memrepo.repos import UserRepos
@@ -56,7 +55,9 @@ def test_data_not_base64(writer, store, caplog):
 
 
 def test_base64_of_not_json(writer, store, caplog):
-    assert_rejected(writer, store, envelope(None, raw=b"hello, not json"), "not JSON", caplog=caplog)
+    assert_rejected(
+        writer, store, envelope(None, raw=b"hello, not json"), "not JSON", caplog=caplog
+    )
 
 
 def test_base64_of_binary(writer, store, caplog):
@@ -100,7 +101,9 @@ def test_bad_user_ids_are_refused(writer, store, caplog, user_id, fragment):
 
 @pytest.mark.parametrize("session_id", ["", "..", "../x", "a/b", "s\x00", "x" * 200, " s1"])
 def test_bad_session_ids_are_refused(writer, store, caplog, session_id):
-    assert_rejected(writer, store, envelope(event(session_id=session_id)), "session_id", caplog=caplog)
+    assert_rejected(
+        writer, store, envelope(event(session_id=session_id)), "session_id", caplog=caplog
+    )
 
 
 def test_session_id_reused_with_other_transcript(writer, store, caplog):
@@ -141,7 +144,9 @@ def test_zero_turns_refused(writer, store, caplog):
 
 def test_five_megabyte_transcript_refused(writer, store, caplog):
     big = [{"speaker": "Ana", "role": "user", "content": "x" * (5 * 1024 * 1024)}]
-    assert_rejected(writer, store, envelope(event(turns=big)), "5242880 bytes", "limit", caplog=caplog)
+    assert_rejected(
+        writer, store, envelope(event(turns=big)), "5242880 bytes", "limit", caplog=caplog
+    )
 
 
 def test_odd_but_valid_text_is_kept_verbatim(writer, store):
@@ -160,12 +165,18 @@ def test_odd_but_valid_text_is_kept_verbatim(writer, store):
     assert text is not None
     parsed = parse_transcript(text, "ana")
     assert [t.content for t in parsed.turns] == [c.replace("\r\n", "\n") for c in contents]
-    assert all(f.split("/")[0] in {"profile.md", "index.md", "memories", "timeline", "sessions"} for f in files)
+    assert all(
+        f.split("/")[0] in {"profile.md", "index.md", "memories", "timeline", "sessions"}
+        for f in files
+    )
 
 
 def test_date_in_another_time_zone_uses_its_local_month(writer, store):
     # 2024-05-31 23:30 in UTC-05:00 is June 1st in UTC; the user lived it on May 31st.
-    assert handle(writer, envelope(event(occurred_at="2024-05-31T23:30:00-05:00"))).status == "committed"
+    assert (
+        handle(writer, envelope(event(occurred_at="2024-05-31T23:30:00-05:00"))).status
+        == "committed"
+    )
     ws, _ = writer.repos.checkout("ana")
     with ws:
         assert ws.read("timeline/2024-05.md") is not None
@@ -197,7 +208,11 @@ def test_missing_date_without_publish_time_refused(writer, store, caplog):
 
 def test_future_date_refused(writer, store, caplog):
     assert_rejected(
-        writer, store, envelope(event(occurred_at="2031-01-01T00:00:00+00:00")), "future", caplog=caplog
+        writer,
+        store,
+        envelope(event(occurred_at="2031-01-01T00:00:00+00:00")),
+        "future",
+        caplog=caplog,
     )
 
 
@@ -209,7 +224,7 @@ def test_twenty_sessions_for_one_user_within_a_second(store):
 
     def deliver(n: int) -> None:
         barrier.wait()
-        for attempt in range(5):  # as Pub/Sub would redeliver after a transient failure
+        for _attempt in range(5):  # as Pub/Sub would redeliver after a transient failure
             try:
                 statuses.append(handle(writer, envelope(event(session_id=f"s{n:02d}"))).status)
                 return

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from functions_framework import create_app
 from helpers import commits, event
-
 from memrepo import bootstrap
 from memrepo.settings import Settings
 
@@ -53,7 +52,12 @@ def retrieval_client(env):
 def _push_body(payload: dict, **message) -> dict:
     data = base64.b64encode(json.dumps(payload).encode()).decode()
     return {
-        "message": {"data": data, "messageId": "101", "publishTime": "2024-05-01T07:30:00Z", **message},
+        "message": {
+            "data": data,
+            "messageId": "101",
+            "publishTime": "2024-05-01T07:30:00Z",
+            **message,
+        },
         "subscription": "projects/demo/subscriptions/writer-push",
     }
 
@@ -101,17 +105,23 @@ def test_transient_error_fails_for_redelivery(writer_client, env, monkeypatch):
 
 
 def _ask(client, body, headers=None):
-    return client.post("/", data=body if isinstance(body, bytes | str) else json.dumps(body),
-                       headers={"Content-Type": "application/json", **(headers or {})})
+    return client.post(
+        "/",
+        data=body if isinstance(body, bytes | str) else json.dumps(body),
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
 
 
 def test_context_end_to_end(writer_client, retrieval_client):
     assert writer_client.post("/", json=_push_body(event())).status_code == 200
-    response = _ask(retrieval_client, {
-        "user_id": "ana",
-        "conversation": [{"role": "user", "content": "When does Sarah start at the bakery?"}],
-        "max_tokens": 300,
-    })
+    response = _ask(
+        retrieval_client,
+        {
+            "user_id": "ana",
+            "conversation": [{"role": "user", "content": "When does Sarah start at the bakery?"}],
+            "max_tokens": 300,
+        },
+    )
     assert response.status_code == 200
     body = response.get_json()
     assert "Sarah starts at the bakery" in body["context"]
@@ -129,7 +139,14 @@ def test_context_end_to_end(writer_client, retrieval_client):
         ([1, 2], "JSON object"),
         ({"user_id": "ana", "conversation": "hello", "max_tokens": 100}, "list"),
         ({"user_id": "ana", "conversation": [{"role": "user"}], "max_tokens": 100}, "content"),
-        ({"user_id": "ana", "conversation": [{"role": "wizard", "content": "x"}], "max_tokens": 100}, "role"),
+        (
+            {
+                "user_id": "ana",
+                "conversation": [{"role": "wizard", "content": "x"}],
+                "max_tokens": 100,
+            },
+            "role",
+        ),
         ({"user_id": "ana", "conversation": [], "max_tokens": 0}, "max_tokens"),
         ({"user_id": "ana", "conversation": [], "max_tokens": -5}, "max_tokens"),
         ({"user_id": "ana", "conversation": [], "max_tokens": 10_000_000}, "max_tokens"),
@@ -144,9 +161,14 @@ def test_bad_context_requests(retrieval_client, body, fragment):
 
 
 def test_user_without_memory_gets_empty_valid_context(retrieval_client):
-    response = _ask(retrieval_client, {
-        "user_id": "nobody-yet", "conversation": [{"role": "user", "content": "hi"}], "max_tokens": 500,
-    })
+    response = _ask(
+        retrieval_client,
+        {
+            "user_id": "nobody-yet",
+            "conversation": [{"role": "user", "content": "hi"}],
+            "max_tokens": 500,
+        },
+    )
     assert response.status_code == 200
     body = response.get_json()
     assert body["context"] == "" and body["blocks"] == [] and body["tokens_used"] == 0
@@ -162,7 +184,9 @@ def auth_client(env, monkeypatch):
     return _app("retrieval", "get_context", "http")
 
 
-@pytest.mark.parametrize("header", [None, "Bearer wrong", f"Basic {TOKEN}", "Bearer", f"bearer {TOKEN}x"])
+@pytest.mark.parametrize(
+    "header", [None, "Bearer wrong", f"Basic {TOKEN}", "Bearer", f"bearer {TOKEN}x"]
+)
 def test_missing_or_wrong_bearer_token(auth_client, header):
     headers = {"Authorization": header} if header else {}
     response = _ask(auth_client, {"user_id": "ana", "conversation": [], "max_tokens": 100}, headers)
@@ -171,8 +195,11 @@ def test_missing_or_wrong_bearer_token(auth_client, header):
 
 
 def test_right_bearer_token(auth_client):
-    response = _ask(auth_client, {"user_id": "ana", "conversation": [], "max_tokens": 100},
-                    {"Authorization": f"Bearer {TOKEN}"})
+    response = _ask(
+        auth_client,
+        {"user_id": "ana", "conversation": [], "max_tokens": 100},
+        {"Authorization": f"Bearer {TOKEN}"},
+    )
     assert response.status_code == 200
 
 
@@ -187,7 +214,9 @@ def test_python_api_export_and_delete(tmp_path):
     bob.write_session(event(user_id="bob", session_id="b1"))
     bundle = tmp_path / "ana.bundle"
     bundle.write_bytes(ana.export() or b"")
-    subprocess.run(["git", "clone", "-q", "-b", "user/ana", str(bundle), str(tmp_path / "c")], check=True)
+    subprocess.run(
+        ["git", "clone", "-q", "-b", "user/ana", str(bundle), str(tmp_path / "c")], check=True
+    )
     assert (tmp_path / "c" / "sessions" / "2024" / "05" / "s1.md").exists()
     bob_before = bob.export()
     assert ana.delete() == 1

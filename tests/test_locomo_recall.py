@@ -13,7 +13,6 @@ from collections import Counter
 import pytest
 from fakes import InMemoryStore
 from helpers import LOCOMO
-
 from memrepo import locomo
 from memrepo.repos import UserRepos
 from memrepo.retrieval.service import Retriever
@@ -46,6 +45,9 @@ def test_evidence_recall_at_2000_tokens():
                 found[q.category] += conv.turns[dia] in result.text
     overall = sum(found.values()) / sum(total.values())
     per = {c: round(found[c] / total[c], 3) for c in sorted(total)}
-    print(f"\nevidence recall at {BUDGET} tokens on conv-26: overall {overall:.3f}, per category {per}")
+    print(
+        f"\nevidence recall at {BUDGET} tokens on conv-26: overall {overall:.3f}, "
+        f"per category {per}"
+    )
     assert sum(total.values()) > 100
     assert overall >= FLOOR

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from fakes import InMemoryStore
 from helpers import event
-
 from memrepo import tokens
 from memrepo.errors import InvalidRequest
 from memrepo.events import parse_session_ended
@@ -16,9 +15,21 @@ from memrepo.retrieval.service import Retriever
 from memrepo.writer import DeterministicWriter, SessionWriter
 
 SESSIONS = [
-    ("s1", "2024-03-01T10:00:00+00:00", "My sister Sarah is getting surgery on her knee next month."),
-    ("s2", "2024-03-15T10:00:00+00:00", "I started training for the Berlin marathon with my coach Tom."),
-    ("s3", "2024-04-02T10:00:00+00:00", "Sarah's surgery went well, she is resting at home with her cat Miso."),
+    (
+        "s1",
+        "2024-03-01T10:00:00+00:00",
+        "My sister Sarah is getting surgery on her knee next month.",
+    ),
+    (
+        "s2",
+        "2024-03-15T10:00:00+00:00",
+        "I started training for the Berlin marathon with my coach Tom.",
+    ),
+    (
+        "s3",
+        "2024-04-02T10:00:00+00:00",
+        "Sarah's surgery went well, she is resting at home with her cat Miso.",
+    ),
     ("s4", "2024-04-20T10:00:00+00:00", "Work is busy: the coffee roastery launch moved to June."),
 ]
 
@@ -28,10 +39,22 @@ def repos() -> UserRepos:
     repos = UserRepos(InMemoryStore())
     writer = SessionWriter(repos, DeterministicWriter())
     for sid, when, text in SESSIONS:
-        writer.write(parse_session_ended(event(session_id=sid, occurred_at=when, turns=[
-            {"speaker": "Ana", "role": "user", "content": text},
-            {"speaker": "Bot", "role": "assistant", "content": "Thanks for telling me."},
-        ])))
+        writer.write(
+            parse_session_ended(
+                event(
+                    session_id=sid,
+                    occurred_at=when,
+                    turns=[
+                        {"speaker": "Ana", "role": "user", "content": text},
+                        {
+                            "speaker": "Bot",
+                            "role": "assistant",
+                            "content": "Thanks for telling me.",
+                        },
+                    ],
+                )
+            )
+        )
     return repos
 
 
@@ -60,7 +83,9 @@ def test_blocks_are_labelled_with_source_and_reason(repos):
 
 @pytest.mark.parametrize("budget", [1, 10, 30, 60, 120, 250, 800, 4000])
 def test_budget_is_never_exceeded(repos, budget):
-    result = ask(repos, "Tell me about Sarah, Tom, the marathon, surgery, the cat and coffee work", budget)
+    result = ask(
+        repos, "Tell me about Sarah, Tom, the marathon, surgery, the cat and coffee work", budget
+    )
     assert result.tokens_used == tokens.count(result.text) <= budget
     assert sum(b.tokens for b in result.blocks) >= result.tokens_used - len(result.blocks)
 
@@ -68,7 +93,11 @@ def test_budget_is_never_exceeded(repos, budget):
 def test_cut_blocks_are_marked(repos):
     ws, _ = repos.checkout("ana")
     with ws:
-        plan = Plan(pointers=[Pointer(kind="file", path="sessions/2024/03/s1.md", reason="test", priority="must")])
+        plan = Plan(
+            pointers=[
+                Pointer(kind="file", path="sessions/2024/03/s1.md", reason="test", priority="must")
+            ]
+        )
         resolved = resolve(ws, plan, 60)
     assert resolved.blocks and resolved.blocks[0].cut
     assert "cut to fit the token budget" in resolved.text
@@ -79,8 +108,12 @@ def test_resolver_skips_paths_outside_the_repo(repos):
     ws, _ = repos.checkout("ana")
     with ws:
         (ws.path / "escape.md").symlink_to("/etc/hostname")
-        plan = Plan(pointers=[Pointer(kind="file", path="escape.md", reason="x"),
-                              Pointer(kind="file", path="missing.md", reason="x")])
+        plan = Plan(
+            pointers=[
+                Pointer(kind="file", path="escape.md", reason="x"),
+                Pointer(kind="file", path="missing.md", reason="x"),
+            ]
+        )
         resolved = resolve(ws, plan, 500)
     assert resolved.blocks == () and resolved.skipped == 2
 
@@ -88,10 +121,18 @@ def test_resolver_skips_paths_outside_the_repo(repos):
 def test_git_pointers_resolve(repos):
     ws, _ = repos.checkout("ana")
     with ws:
-        plan = Plan(pointers=[
-            Pointer(kind="git_diff", path="profile.md", rev="HEAD~2..", reason="recent change", priority="must"),
-            Pointer(kind="git_log", path="timeline/2024-04.md", count=2, reason="history"),
-        ])
+        plan = Plan(
+            pointers=[
+                Pointer(
+                    kind="git_diff",
+                    path="profile.md",
+                    rev="HEAD~2..",
+                    reason="recent change",
+                    priority="must",
+                ),
+                Pointer(kind="git_log", path="timeline/2024-04.md", count=2, reason="history"),
+            ]
+        )
         resolved = resolve(ws, plan, 2000)
     assert "diff --git a/profile.md b/profile.md" in resolved.text
     assert "Session s4" in resolved.text
@@ -118,10 +159,12 @@ def test_bad_budgets(repos, budget):
 
 
 def test_query_terms_prefer_the_latest_user_message():
-    terms = query_terms([
-        {"role": "user", "content": "old topic gardening"},
-        {"role": "assistant", "content": "Sure, tell me more."},
-        {"role": "user", "content": "What about the marathon training?"},
-    ])
+    terms = query_terms(
+        [
+            {"role": "user", "content": "old topic gardening"},
+            {"role": "assistant", "content": "Sure, tell me more."},
+            {"role": "user", "content": "What about the marathon training?"},
+        ]
+    )
     assert terms[:2] == ["marathon", "train"]
     assert "garden" in terms

@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 from helpers import LOCOMO, commits, event
-from test_store_contract import contract
-
 from memrepo import locomo
 from memrepo.adapters.gcs import GCSStore
 from memrepo.adapters.pubsub import SessionPublisher
 from memrepo.devstack.stack import Stack
 from memrepo.events import parse_session_ended
 from memrepo.repos import UserRepos
+from test_store_contract import contract
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,10 +62,19 @@ def wait_for(predicate, timeout: float = 60.0, interval: float = 0.3):
 
 
 def ask(stack: Stack, user: str, text: str, max_tokens: int = 2000) -> dict:
-    body = json.dumps({"user_id": user, "conversation": [{"role": "user", "content": text}],
-                       "max_tokens": max_tokens}).encode()
-    request = urllib.request.Request(stack.retrieval_url or "", data=body,
-                                     headers={"Content-Type": "application/json"}, method="POST")
+    body = json.dumps(
+        {
+            "user_id": user,
+            "conversation": [{"role": "user", "content": text}],
+            "max_tokens": max_tokens,
+        }
+    ).encode()
+    request = urllib.request.Request(
+        stack.retrieval_url or "",
+        data=body,
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - 127.0.0.1 only
         return json.loads(response.read())
 

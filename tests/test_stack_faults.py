@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 from helpers import commits, event
-
 from memrepo.adapters.gcs import GCSStore
 from memrepo.devstack.fault_proxy import FaultProxy, every_nth
 from memrepo.devstack.functions import FunctionServer, FunctionSpec
@@ -38,8 +37,12 @@ CRASHY = ROOT / "tests" / "test_functions" / "crashy_writer" / "main.py"
 def stack(tmp_path_factory) -> Iterator[Stack]:
     saved = dict(os.environ)
     logs = tmp_path_factory.mktemp("stack-logs")
-    with Stack(writer=ROOT / "functions" / "writer", log_dir=logs,
-               min_backoff_seconds=1, max_backoff_seconds=2) as running:
+    with Stack(
+        writer=ROOT / "functions" / "writer",
+        log_dir=logs,
+        min_backoff_seconds=1,
+        max_backoff_seconds=2,
+    ) as running:
         os.environ.update(running.env())
         try:
             yield running
@@ -117,7 +120,9 @@ def test_fifty_sessions_ten_users_each_delivered_twice(stack: Stack, repos: User
     for payload in payloads[25:]:
         stack.publish(json.dumps(payload).encode())
         stack.publish(json.dumps(payload).encode())
-    expected = {f"user{u}": sorted(f"m{n:02d}" for n in range(50) if n % 10 == u) for u in range(10)}
+    expected = {
+        f"user{u}": sorted(f"m{n:02d}" for n in range(50) if n % 10 == u) for u in range(10)
+    }
     wait_for(lambda: sum(len(commits(repos, u)) for u in expected) >= 50)
     time.sleep(2)  # late duplicates must not add anything
     assert {u: sorted(commits(repos, u)) for u in expected} == expected
@@ -138,14 +143,23 @@ def test_writer_killed_then_redelivered(stack: Stack, repos: UserRepos, crash_at
 
     port = free_port()
     topic = f"crash-{crash_at}"
-    stack.create_push_subscription(f"{topic}-push", f"http://127.0.0.1:{port}/projects/{stack.project}/topics/{topic}",
-                                   topic=topic, min_backoff_seconds=1, max_backoff_seconds=2)
+    stack.create_push_subscription(
+        f"{topic}-push",
+        f"http://127.0.0.1:{port}/projects/{stack.project}/topics/{topic}",
+        topic=topic,
+        min_backoff_seconds=1,
+        max_backoff_seconds=2,
+    )
     env = {**stack.env(), "CRASH_AT": crash_at}
-    crashy = FunctionServer(FunctionSpec("on_session_ended", CRASHY, "cloudevent", env), port=port, name="crashy")
+    crashy = FunctionServer(
+        FunctionSpec("on_session_ended", CRASHY, "cloudevent", env), port=port, name="crashy"
+    )
     crashy.start()
     assert crashy.process is not None
     pid = crashy.process.pid
-    stack.publish(json.dumps(second).encode(), topic_path=f"projects/{stack.project}/topics/{topic}")
+    stack.publish(
+        json.dumps(second).encode(), topic_path=f"projects/{stack.project}/topics/{topic}"
+    )
     wait_for(lambda: not crashy.process.is_running(), timeout=60)  # type: ignore[union-attr]
     crashy.stop()
     assert not pid_alive(pid)
@@ -156,7 +170,11 @@ def test_writer_killed_then_redelivered(stack: Stack, repos: UserRepos, crash_at
         assert ws.head() is not None
     assert commits(repos, user) in (["before"], ["victim", "before"])
 
-    healthy = FunctionServer(FunctionSpec("on_session_ended", WRITER, "cloudevent", stack.env()), port=port, name="healthy")
+    healthy = FunctionServer(
+        FunctionSpec("on_session_ended", WRITER, "cloudevent", stack.env()),
+        port=port,
+        name="healthy",
+    )
     healthy.start()
     try:
         wait_for(lambda: commits(repos, user) == ["victim", "before"], timeout=60)
@@ -167,22 +185,33 @@ def test_writer_killed_then_redelivered(stack: Stack, repos: UserRepos, crash_at
 
 
 @pytest.mark.parametrize(("n", "status"), [(3, 503), (2, 429)])
-def test_store_failures_still_land_every_session(stack: Stack, repos: UserRepos, n: int, status: int):
+def test_store_failures_still_land_every_session(
+    stack: Stack, repos: UserRepos, n: int, status: int
+):
     assert stack.gcs is not None
     with FaultProxy(stack.gcs_url, every_nth(n, status)) as proxy:
         port = free_port()
         topic = f"faulty-{status}"
-        stack.create_push_subscription(f"{topic}-push", f"http://127.0.0.1:{port}/projects/{stack.project}/topics/{topic}",
-                                       topic=topic, min_backoff_seconds=1, max_backoff_seconds=2,
-                                       max_delivery_attempts=100)
+        stack.create_push_subscription(
+            f"{topic}-push",
+            f"http://127.0.0.1:{port}/projects/{stack.project}/topics/{topic}",
+            topic=topic,
+            min_backoff_seconds=1,
+            max_backoff_seconds=2,
+            max_delivery_attempts=100,
+        )
         env = {**stack.env(), "STORAGE_EMULATOR_HOST": proxy.url}
-        server = FunctionServer(FunctionSpec("on_session_ended", WRITER, "cloudevent", env), port=port, name=topic)
+        server = FunctionServer(
+            FunctionSpec("on_session_ended", WRITER, "cloudevent", env), port=port, name=topic
+        )
         server.start()
         try:
             user = f"faulty{status}"
             for k in range(6):
-                stack.publish(json.dumps(event(user_id=user, session_id=f"f{k}")).encode(),
-                              topic_path=f"projects/{stack.project}/topics/{topic}")
+                stack.publish(
+                    json.dumps(event(user_id=user, session_id=f"f{k}")).encode(),
+                    topic_path=f"projects/{stack.project}/topics/{topic}",
+                )
             wait_for(lambda: len(commits(repos, user)) == 6, timeout=180)
             assert sorted(commits(repos, user)) == [f"f{k}" for k in range(6)]
             assert proxy.injected.get(status, 0) > 0
@@ -192,10 +221,19 @@ def test_store_failures_still_land_every_session(stack: Stack, repos: UserRepos,
 
 def test_poison_events_never_loop(stack: Stack, repos: UserRepos):
     before = writer_log_counts(stack)
-    poison = [b"not json", b"", json.dumps(event(user_id="../x")).encode(),
-              json.dumps(event(user_id="ok-user", turns=[])).encode(),
-              json.dumps(event(user_id="ok-user", session_id="big",
-                               turns=[{"speaker": "A", "role": "user", "content": "x" * 1_100_000}])).encode()]
+    poison = [
+        b"not json",
+        b"",
+        json.dumps(event(user_id="../x")).encode(),
+        json.dumps(event(user_id="ok-user", turns=[])).encode(),
+        json.dumps(
+            event(
+                user_id="ok-user",
+                session_id="big",
+                turns=[{"speaker": "A", "role": "user", "content": "x" * 1_100_000}],
+            )
+        ).encode(),
+    ]
     for data in poison:
         if data:
             stack.publish(data)
@@ -209,7 +247,11 @@ def test_delete_one_user_leaves_others_byte_identical(stack: Stack, repos: UserR
     for user in ("gdpr-a", "gdpr-b"):
         stack.publish(json.dumps(event(user_id=user, session_id="g1")).encode())
     wait_for(lambda: commits(repos, "gdpr-a") and commits(repos, "gdpr-b"))
-    others = {k: repos.store.get(k).data for k in repos.store.list("") if not k.startswith("users/gdpr-a/")}  # type: ignore[union-attr]
+    others = {
+        k: repos.store.get(k).data
+        for k in repos.store.list("")
+        if not k.startswith("users/gdpr-a/")
+    }  # type: ignore[union-attr]
 
     exported = repos.export("gdpr-a")
     assert exported is not None

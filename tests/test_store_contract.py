@@ -7,7 +7,6 @@ import threading
 
 import pytest
 from fakes import InMemoryStore
-
 from memrepo.errors import PreconditionFailed
 from memrepo.store import BundleStore, FilesystemStore, StoreConfigError, open_store
 

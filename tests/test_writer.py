@@ -5,15 +5,18 @@ from __future__ import annotations
 import pytest
 from fakes import InMemoryStore
 from helpers import commits, event
-
 from memrepo import frontmatter
 from memrepo import index as index_md
-from memrepo.errors import ConflictRetriesExhausted, CorruptBundle, PreconditionFailed, SessionConflict
+from memrepo.errors import (
+    ConflictRetriesExhausted,
+    CorruptBundle,
+    PreconditionFailed,
+    SessionConflict,
+)
 from memrepo.events import parse_session_ended
 from memrepo.gitcli import git_text
 from memrepo.repos import UserRepos
-from memrepo.writer import DeterministicWriter, SessionWriter
-from memrepo.writer import deterministic
+from memrepo.writer import DeterministicWriter, SessionWriter, deterministic
 
 
 @pytest.fixture
@@ -54,9 +57,17 @@ def test_first_session_creates_the_layout(writer):
 
 def test_index_matches_entity_files_exactly(writer):
     write(writer)
-    write(writer, session_id="s2", turns=[
-        {"speaker": "Ana", "role": "user", "content": "My friend Tom and Sarah went hiking with Tom's dog."},
-    ])
+    write(
+        writer,
+        session_id="s2",
+        turns=[
+            {
+                "speaker": "Ana",
+                "role": "user",
+                "content": "My friend Tom and Sarah went hiking with Tom's dog.",
+            },
+        ],
+    )
     ws, _ = writer.repos.checkout("ana")
     with ws:
         files = {p: ws.read(p) or "" for p in ws.files("memories/")}
@@ -110,7 +121,9 @@ def test_precondition_conflict_reapplies_on_newer_state(store):
 
 
 def test_conflict_bound_raises_transient(store):
-    writer = SessionWriter(UserRepos(store), DeterministicWriter(), max_attempts=3, sleep=lambda s: None)
+    writer = SessionWriter(
+        UserRepos(store), DeterministicWriter(), max_attempts=3, sleep=lambda s: None
+    )
 
     def always_lose(op: str, key: str) -> None:
         if op == "put":
@@ -129,7 +142,9 @@ def test_users_are_isolated(writer, store):
     assert sorted(store.objects) == ["users/ana/memory.bundle", "users/bob/memory.bundle"]
     ws, _ = writer.repos.checkout("bob")
     with ws:
-        assert git_text(["for-each-ref", "--format=%(refname)"], ws.path).split() == ["refs/heads/user/bob"]
+        assert git_text(["for-each-ref", "--format=%(refname)"], ws.path).split() == [
+            "refs/heads/user/bob"
+        ]
         assert git_text(["log", "--format=%s"], ws.path).count("\n") == 1
 
 
@@ -152,8 +167,14 @@ def test_person_file_is_condensed_not_truncated(writer, monkeypatch):
     cap = 1500
     monkeypatch.setattr(deterministic, "ENTITY_MAX_BYTES", cap)
     for n in range(25):
-        write(writer, session_id=f"s{n:03d}", occurred_at=f"2024-05-01T{n % 24:02d}:{n:02d}:00+00:00",
-              turns=[{"speaker": "Ana", "role": "user", "content": f"My sister Sarah won prize {n}."}])
+        write(
+            writer,
+            session_id=f"s{n:03d}",
+            occurred_at=f"2024-05-01T{n % 24:02d}:{n:02d}:00+00:00",
+            turns=[
+                {"speaker": "Ana", "role": "user", "content": f"My sister Sarah won prize {n}."}
+            ],
+        )
     ws, _ = writer.repos.checkout("ana")
     with ws:
         text = ws.read("memories/people/sarah.md") or ""

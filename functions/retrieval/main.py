@@ -12,7 +12,6 @@ from functools import cache
 
 import flask
 import functions_framework
-
 from memrepo import bootstrap, logs
 from memrepo.handlers import handle_context_request
 from memrepo.settings import Settings

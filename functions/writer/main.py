@@ -11,7 +11,6 @@ from functools import cache
 
 import functions_framework
 from cloudevents.http.event import CloudEvent
-
 from memrepo import bootstrap, logs
 from memrepo.handlers import handle_session_message
 from memrepo.settings import Settings

@@ -50,7 +50,9 @@ def parse_transcript_text(text: str) -> list[dict[str, str]]:
             speaker = match["speaker"].strip()
             first = first or speaker
             low = speaker.lower()
-            role = low if low in ("user", "assistant") else ("user" if speaker == first else "other")
+            role = (
+                low if low in ("user", "assistant") else ("user" if speaker == first else "other")
+            )
             turns.append({"speaker": speaker, "role": role, "content": match["content"]})
         elif turns:
             turns[-1]["content"] += "\n" + line
@@ -135,7 +137,9 @@ class Memory:
         """
         return bootstrap.repos(self.settings).delete(self.user_id)
 
-    def get_context(self, messages: Sequence[dict[str, str]], max_tokens: int | None = None) -> ContextResult:
+    def get_context(
+        self, messages: Sequence[dict[str, str]], max_tokens: int | None = None
+    ) -> ContextResult:
         """DiffMem's call: the same as :meth:`context`."""
         return self.context(messages, max_tokens)
 

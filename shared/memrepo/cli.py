@@ -10,7 +10,7 @@ import json
 import os
 import sys
 import time
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -24,7 +24,7 @@ from memrepo.settings import Settings
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 
 
-class Via(str, Enum):
+class Via(StrEnum):
     """How ``ingest`` delivers sessions."""
 
     direct = "direct"
@@ -47,7 +47,9 @@ def ingest(
     user: Annotated[str, typer.Option(help="user id to write to")],
     via: Annotated[Via, typer.Option(help="direct, or publish to Pub/Sub and wait")] = Via.direct,
     topic: Annotated[str, typer.Option(envvar="MEMREPO_TOPIC", help="projects/P/topics/T")] = "",
-    wait_s: Annotated[float, typer.Option(help="with --via pubsub: seconds to wait for commits")] = 300.0,
+    wait_s: Annotated[
+        float, typer.Option(help="with --via pubsub: seconds to wait for commits")
+    ] = 300.0,
 ) -> None:
     """Replay one LoCoMo conversation, one session-end event per session, dated from the data."""
     from rich.progress import Progress
@@ -73,7 +75,9 @@ def ingest(
             if not topic:
                 _fail(ValueError("--via pubsub needs --topic or MEMREPO_TOPIC"))
             SessionPublisher(topic).publish_all(list(conv.events))
-            task = progress.add_task(f"waiting for {len(conv.events)} commits", total=len(conv.events))
+            task = progress.add_task(
+                f"waiting for {len(conv.events)} commits", total=len(conv.events)
+            )
             wanted = {e.session_id for e in conv.events}
             deadline = time.monotonic() + wait_s
             done = 0
@@ -82,7 +86,11 @@ def ingest(
                 progress.update(task, completed=done)
                 if done < len(wanted):
                     if time.monotonic() > deadline:
-                        _fail(TimeoutError(f"only {done}/{len(wanted)} sessions committed after {wait_s:.0f} s"))
+                        _fail(
+                            TimeoutError(
+                                f"only {done}/{len(wanted)} sessions committed after {wait_s:.0f} s"
+                            )
+                        )
                     time.sleep(0.5)
     typer.echo(f"{len(conv.events)} sessions of {conversation} in memory of {user}")
 
@@ -118,7 +126,8 @@ def context(
         typer.secho(
             f"-- {result.tokens_used} tokens, {len(result.blocks)} blocks, engine {result.engine}, "
             f"{result.elapsed_ms:.0f} ms",
-            err=True, fg=typer.colors.BLUE,
+            err=True,
+            fg=typer.colors.BLUE,
         )
 
 

@@ -3,11 +3,12 @@
 ``functions/*/main.py`` decode a CloudEvent or HTTP request into plain values and call these. The
 retry-or-ack decision of the writer is made here, in one place:
 
-| outcome                                  | handler result           | Pub/Sub                  |
-|------------------------------------------|--------------------------|--------------------------|
-| committed / duplicate (redelivery)       | returns                  | acknowledged             |
-| :class:`PermanentError` (bad event, ...) | returns ``rejected``, logs the reason at ERROR | acknowledged, never retried |
-| :class:`TransientError`, any other error | raises                   | redelivered, then dead-lettered after max attempts |
+| outcome                                | handler result               | Pub/Sub                |
+|----------------------------------------|------------------------------|------------------------|
+| committed / duplicate (redelivery)     | returns                      | acknowledged           |
+| :class:`PermanentError` (bad event...) | returns ``rejected``, logs   | acknowledged, no retry |
+| :class:`TransientError`, other errors  | raises                       | redelivered, then      |
+|                                        |                              | dead-lettered          |
 """
 
 from __future__ import annotations
@@ -81,24 +82,38 @@ def handle_session_message(
         log.error(
             "session event rejected: %s",
             exc,
-            extra={"message_id": message_id, "user_id": _loggable(user_id),
-                   "session_id": _loggable(session_id), "error": type(exc).__name__},
+            extra={
+                "message_id": message_id,
+                "user_id": _loggable(user_id),
+                "session_id": _loggable(session_id),
+                "error": type(exc).__name__,
+            },
         )
         return WriteOutcome("rejected", f"{type(exc).__name__}: {exc}")
     except TransientError as exc:
         log.warning(
             "session event failed transiently; raising for redelivery: %s",
             exc,
-            extra={"message_id": message_id, "user_id": _loggable(user_id),
-                   "session_id": _loggable(session_id), "error": type(exc).__name__},
+            extra={
+                "message_id": message_id,
+                "user_id": _loggable(user_id),
+                "session_id": _loggable(session_id),
+                "error": type(exc).__name__,
+            },
         )
         raise
     log.info(
         "session %s",
         result.status,
-        extra={"message_id": message_id, "user_id": result.user_id, "session_id": result.session_id,
-               "commit": result.commit, "generation": result.generation, "attempts": result.attempts,
-               "writer": result.writer},
+        extra={
+            "message_id": message_id,
+            "user_id": result.user_id,
+            "session_id": result.session_id,
+            "commit": result.commit,
+            "generation": result.generation,
+            "attempts": result.attempts,
+            "writer": result.writer,
+        },
     )
     return WriteOutcome(result.status, result.commit, result)
 
@@ -144,13 +159,20 @@ def handle_context_request(
     if auth_token:
         given = headers.get("authorization") or headers.get("Authorization") or ""
         scheme, _, token = given.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.encode(), auth_token.encode()):
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            token.encode(), auth_token.encode()
+        ):
             log.warning("context request refused: missing or wrong bearer token")
-            return _error(401, str(Unauthorized("missing or wrong bearer token")),
-                          **{"WWW-Authenticate": "Bearer"})
+            return _error(
+                401,
+                str(Unauthorized("missing or wrong bearer token")),
+                **{"WWW-Authenticate": "Bearer"},
+            )
     try:
         if not body.strip():
-            raise InvalidRequest("request body is empty; expected JSON {user_id, conversation, max_tokens}")
+            raise InvalidRequest(
+                "request body is empty; expected JSON {user_id, conversation, max_tokens}"
+            )
         try:
             request = json.loads(body)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -165,11 +187,15 @@ def handle_context_request(
         max_tokens = retriever.check_budget(request.get("max_tokens", default_max_tokens))
         deadline_ms = request.get("deadline_ms")
         if deadline_ms is not None and (
-            isinstance(deadline_ms, bool) or not isinstance(deadline_ms, int) or not 100 <= deadline_ms <= 120_000
+            isinstance(deadline_ms, bool)
+            or not isinstance(deadline_ms, int)
+            or not 100 <= deadline_ms <= 120_000
         ):
             raise InvalidRequest("deadline_ms must be an integer between 100 and 120000")
         result = retriever.context(
-            user_id, conversation, max_tokens,
+            user_id,
+            conversation,
+            max_tokens,
             deadline_s=deadline_ms / 1000 if deadline_ms is not None else None,
         )
     except InvalidRequest as exc:
@@ -180,7 +206,11 @@ def handle_context_request(
         return _error(503, f"temporarily unavailable: {exc}", **{"Retry-After": "1"})
     log.info(
         "context served",
-        extra={"user_id": user_id, "engine": result.engine, "tokens_used": result.tokens_used,
-               "elapsed_ms": round(result.elapsed_ms, 1)},
+        extra={
+            "user_id": user_id,
+            "engine": result.engine,
+            "tokens_used": result.tokens_used,
+            "elapsed_ms": round(result.elapsed_ms, 1),
+        },
     )
     return HttpResponse(200, result.to_json(), {})

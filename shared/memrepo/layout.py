@@ -52,7 +52,9 @@ class Ontology:
     types: tuple[EntityType, ...] = field(
         default=(
             EntityType("person", "memories/people", "a person in the user's life"),
-            EntityType("context", "memories/contexts", "a project, place, hobby, job or health topic"),
+            EntityType(
+                "context", "memories/contexts", "a project, place, hobby, job or health topic"
+            ),
         )
     )
 

@@ -64,7 +64,9 @@ def evidence_ids(raw: list[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(dict.fromkeys(good)), tuple(bad)
 
 
-def conversation(item: dict[str, Any], user_id: str, *, now: datetime | None = None) -> Conversation:
+def conversation(
+    item: dict[str, Any], user_id: str, *, now: datetime | None = None
+) -> Conversation:
     """Turn one raw LoCoMo item into events for ``user_id`` and its questions."""
     conv = item["conversation"]
     user, other = conv["speaker_a"], conv["speaker_b"]
@@ -96,7 +98,11 @@ def conversation(item: dict[str, Any], user_id: str, *, now: datetime | None = N
                     "session_id": f"{item['sample_id']}-session_{n}",
                     "occurred_at": when.replace(tzinfo=UTC).isoformat(),
                     "turns": event_turns,
-                    "metadata": {"source": "locomo", "sample_id": item["sample_id"], "other": other},
+                    "metadata": {
+                        "source": "locomo",
+                        "sample_id": item["sample_id"],
+                        "other": other,
+                    },
                 },
                 now=now,
             )

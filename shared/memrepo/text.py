@@ -43,8 +43,24 @@ def stem(word: str) -> str:
     every inflection that shares it.
     """
     word = word.lower().rstrip("'s").replace("'", "")
-    for suffix in ("ations", "ation", "ions", "ion", "ings", "ing", "ies", "ied", "ers", "er",
-                   "ed", "es", "s", "ly", "y", "e"):
+    for suffix in (
+        "ations",
+        "ation",
+        "ions",
+        "ion",
+        "ings",
+        "ing",
+        "ies",
+        "ied",
+        "ers",
+        "er",
+        "ed",
+        "es",
+        "s",
+        "ly",
+        "y",
+        "e",
+    ):
         if word.endswith(suffix) and len(word) - len(suffix) >= 4:
             return word[: -len(suffix)]
     return word

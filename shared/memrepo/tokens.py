@@ -52,7 +52,7 @@ def count(text: str) -> int:
 
 
 def truncate_lines(text: str, max_tokens: int) -> tuple[str, bool]:
-    """Return the longest prefix of whole lines of ``text`` within ``max_tokens``, and whether it was cut."""
+    """Return the longest whole-line prefix of ``text`` within ``max_tokens``, and if it was cut."""
     if count(text) <= max_tokens:
         return text, False
     kept: list[str] = []

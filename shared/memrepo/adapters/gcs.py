@@ -72,7 +72,9 @@ class GCSStore(BundleStore):
                 continue  # replaced or deleted between metadata and download: read again
             except Exception as exc:  # noqa: BLE001 - translated below
                 raise _translate(exc, f"get {name}") from exc
-        raise StoreUnavailable(f"get {name}: object kept changing during {_READ_RACE_RETRIES} reads")
+        raise StoreUnavailable(
+            f"get {name}: object kept changing during {_READ_RACE_RETRIES} reads"
+        )
 
     def _put(self, key: str, data: bytes, if_generation_match: int) -> int:
         name = self._name(key)
@@ -88,13 +90,11 @@ class GCSStore(BundleStore):
     def _delete(self, key: str, all_versions: bool) -> int:
         name = self._name(key)
         try:
-            blobs = [
-                b
-                for b in self._client_list(name, versions=all_versions)
-                if b.name == name
-            ]
+            blobs = [b for b in self._client_list(name, versions=all_versions) if b.name == name]
             for blob in blobs:
-                self._b().delete_blob(blob.name, generation=blob.generation if all_versions else None)
+                self._b().delete_blob(
+                    blob.name, generation=blob.generation if all_versions else None
+                )
             return len(blobs)
         except Exception as exc:  # noqa: BLE001 - translated below
             from google.api_core import exceptions as gexc

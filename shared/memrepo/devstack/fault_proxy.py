@@ -64,7 +64,9 @@ class FaultProxy:
                     self.end_headers()
                     self.wfile.write(payload)
                     return
-                conn = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=60)
+                conn = http.client.HTTPConnection(
+                    proxy.upstream_host, proxy.upstream_port, timeout=60
+                )
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
                 headers["Host"] = f"{proxy.upstream_host}:{proxy.upstream_port}"
                 conn.request(self.command, self.path, body=body, headers=headers)

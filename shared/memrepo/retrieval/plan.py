@@ -68,7 +68,7 @@ class Pointer(BaseModel):
 
     @property
     def source(self) -> str:
-        """A short label: ``path``, ``path#L3-L9``, ``git diff REV -- path``, ``git log -- path``."""
+        """A short label: ``path``, ``path#L3-L9``, ``git diff REV -- path``, ``git log ...``."""
         if self.kind == "file_section":
             return f"{self.path}#L{self.start_line}-L{self.end_line}"
         if self.kind == "git_diff":

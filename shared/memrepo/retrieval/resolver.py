@@ -52,7 +52,15 @@ def _default_git(ws: Workspace, pointer: Pointer) -> str:
 
     ws.resolve(pointer.path)
     if pointer.kind == "git_diff":
-        args = ["diff", "--no-ext-diff", "--no-textconv", "--no-color", str(pointer.rev), "--", pointer.path]
+        args = [
+            "diff",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-color",
+            str(pointer.rev),
+            "--",
+            pointer.path,
+        ]
     else:
         args = ["log", "--no-color", "--stat", f"-{pointer.count or 5}", "--", pointer.path]
     return git_text(args, ws.path)

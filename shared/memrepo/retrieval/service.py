@@ -16,10 +16,10 @@ from typing import Any, Protocol
 
 from memrepo.errors import InvalidEvent, InvalidRequest
 from memrepo.ids import validate_user_id
+from memrepo.repos import UserRepos
 from memrepo.retrieval import deterministic
 from memrepo.retrieval.plan import Plan
 from memrepo.retrieval.resolver import Block, resolve
-from memrepo.repos import UserRepos
 from memrepo.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,13 @@ class ContextResult:
         body: dict[str, Any] = {
             "context": self.text,
             "blocks": [
-                {"source": b.source, "kind": b.kind, "tokens": b.tokens, "reason": b.reason, "cut": b.cut}
+                {
+                    "source": b.source,
+                    "kind": b.kind,
+                    "tokens": b.tokens,
+                    "reason": b.reason,
+                    "cut": b.cut,
+                }
                 for b in self.blocks
             ],
             "tokens_used": self.tokens_used,
@@ -106,7 +112,9 @@ class Retriever:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
             raise InvalidRequest("max_tokens must be an integer")
         if not 1 <= max_tokens <= self.max_tokens_limit:
-            raise InvalidRequest(f"max_tokens must be between 1 and {self.max_tokens_limit}, got {max_tokens}")
+            raise InvalidRequest(
+                f"max_tokens must be between 1 and {self.max_tokens_limit}, got {max_tokens}"
+            )
         return max_tokens
 
     def context(
@@ -145,7 +153,9 @@ class Retriever:
                     engine = self.agent.name
                 except Exception as exc:  # noqa: BLE001 - any agent failure falls back (invariant 5)
                     reason = f"{type(exc).__name__}: {exc}"[:300]
-                    log.warning("retrieval agent failed; deterministic plan used", extra={"reason": reason})
+                    log.warning(
+                        "retrieval agent failed; deterministic plan used", extra={"reason": reason}
+                    )
                 timings["agent_ms"] = (time.monotonic() - t0) * 1000
             t0 = time.monotonic()
             if plan is None:
@@ -154,8 +164,12 @@ class Retriever:
             t0 = time.monotonic()
             resolved = resolve(ws, plan, max_tokens)
             timings["resolve_ms"] = (time.monotonic() - t0) * 1000
-        meta = {**meta, "timings_ms": {k: round(v, 1) for k, v in timings.items()},
-                "pointers": len(plan.pointers), "skipped": resolved.skipped}
+        meta = {
+            **meta,
+            "timings_ms": {k: round(v, 1) for k, v in timings.items()},
+            "pointers": len(plan.pointers),
+            "skipped": resolved.skipped,
+        }
         return ContextResult(
             text=resolved.text,
             blocks=resolved.blocks,

@@ -31,7 +31,9 @@ def open_store(url: str) -> BundleStore:
     parsed = urlparse(url)
     if parsed.scheme == "gs":
         if not parsed.netloc:
-            raise StoreConfigError(f"store URL {url!r} names no bucket (expected gs://bucket/prefix)")
+            raise StoreConfigError(
+                f"store URL {url!r} names no bucket (expected gs://bucket/prefix)"
+            )
         from memrepo.adapters.gcs import GCSStore
 
         return GCSStore(parsed.netloc, parsed.path.strip("/"))

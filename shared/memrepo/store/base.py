@@ -12,6 +12,7 @@ here validate keys and are what the core calls.
 
 from __future__ import annotations
 
+import builtins
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -105,7 +106,7 @@ class BundleStore(ABC):
     def _delete(self, key: str, all_versions: bool) -> int: ...
 
     @abstractmethod
-    def _list(self, prefix: str) -> list[str]: ...
+    def _list(self, prefix: str) -> builtins.list[str]: ...
 
 
 class StoreConfigError(MemrepoError):

@@ -37,7 +37,8 @@ _NOT_NAMES = frozenset(
     """monday tuesday wednesday thursday friday saturday sunday january february march april may
     june july august september october november december christmas easter thanksgiving halloween
     english spanish french german chinese korean japanese god lol omg thanks thank sorry hello
-    wow yeah yes okay sure great awesome good nice cool really well congrats congratulations""".split()
+    wow yeah yes okay sure great awesome good nice cool really well congrats
+    congratulations""".split()
 )
 
 
@@ -135,7 +136,9 @@ class DeterministicWriter(WriterEngine):
 
         people = _people(event, known)
         for person in people:
-            path = known.get(person.name.lower()) or self.ontology.entity_path("person", person.name)
+            path = known.get(person.name.lower()) or self.ontology.entity_path(
+                "person", person.name
+            )
             files[path] = self._person_file(entity_files.get(path, ""), person, event, date)
             entity_files[path] = files[path]
 

@@ -102,8 +102,12 @@ class SessionWriter:
         self.engine = engine
         self.max_attempts = max_attempts
         self.changer = RepoChanger(
-            repos, max_attempts=max_attempts, backoff_s=backoff_s, max_backoff_s=max_backoff_s,
-            sleep=sleep, after_save=after_save,
+            repos,
+            max_attempts=max_attempts,
+            backoff_s=backoff_s,
+            max_backoff_s=max_backoff_s,
+            sleep=sleep,
+            after_save=after_save,
         )
 
     def write(self, event: SessionEnded) -> WriteResult:
@@ -132,7 +136,9 @@ class SessionWriter:
             return Outcome(("committed", commit, writer))
 
         applied = self.changer.apply(
-            event.user_id, change, what=f"session {event.session_id} of {event.user_id}",
+            event.user_id,
+            change,
+            what=f"session {event.session_id} of {event.user_id}",
             log_extra={"session_id": event.session_id},
         )
         status, commit, writer = applied.value

@@ -13,14 +13,13 @@ import threading
 
 import functions_framework
 from cloudevents.http.event import CloudEvent
-
+from memrepo.events import SessionEnded
 from memrepo.handlers import handle_session_message
 from memrepo.repos import UserRepos
 from memrepo.settings import Settings
 from memrepo.store import BundleStore, StoredObject, open_store
 from memrepo.workspace import Workspace
 from memrepo.writer import CommitPlan, DeterministicWriter, SessionWriter
-from memrepo.events import SessionEnded
 
 CRASH_AT = os.environ["CRASH_AT"]
 
@@ -65,4 +64,6 @@ writer = SessionWriter(UserRepos(CrashingStore(open_store(settings.store_url))),
 
 @functions_framework.cloud_event
 def on_session_ended(cloud_event: CloudEvent) -> None:
-    handle_session_message(writer, cloud_event.get_data(), max_transcript_bytes=settings.max_transcript_bytes)
+    handle_session_message(
+        writer, cloud_event.get_data(), max_transcript_bytes=settings.max_transcript_bytes
+    )
