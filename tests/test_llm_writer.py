@@ -672,3 +672,148 @@ def test_code_condense_keeps_current_facts_and_says_so():
     assert "Event 1 " not in out and "Event 19 " in out  # oldest first
     again, more = condense(out + "- Event 20 " + "z" * 200 + "\n", 600)
     assert f"_({dropped + more} older lines condensed" in again
+
+
+def test_api_writes_with_the_llm_engine(scripted_openai, tmp_path):
+    import memrepo
+
+    scripted_openai.script(JSONReply(A1))
+    memory = memrepo.open(
+        (tmp_path / "store").as_uri(),
+        "ana",
+        engine="llm",
+        llm_base_url=scripted_openai.base_url,
+        writer_model=MODEL,
+    )
+    result = memory.write_session(S1.model_dump(mode="json"))
+    assert result.status == "committed" and result.writer == f"llm:{MODEL}"
+
+
+# -- fuzz: random and hostile answers, invariants after every session --------------------------
+
+FUZZ_SEED = 7
+NASTY = [
+    "Sarah",
+    "Tom",
+    "Sis",
+    "../../x",
+    "/etc/passwd",
+    "Zoë",
+    "李雷",
+    "a|b",
+    "# Head",
+    "Ana",
+    "x" * 90,
+    "  ",
+    "Tom\n---",
+    "C:\\x",
+    "Porto Half Marathon",
+    "Bot",
+]
+TEXTS = [
+    "Lives in Porto.",
+    "Works at the bakery.",
+    "Ran 10 km.",
+    "Ran 20 km.",
+    "line\n## Current",
+    "---",
+    "<!-- at: 1999 -->",
+    "z" * 390,
+    "Has a cat named Biscuit.",
+    "",
+    "- - -",
+    "#",
+]
+
+
+def _random_answer(rng, request: dict[str, Any]) -> Any:
+    system = request["messages"][0]["content"]
+    if system.startswith("You condense"):
+        kind = rng.choice(["ok", "big", "bad"])
+        if kind == "bad":
+            return Malformed("{")
+        n = 2 if kind == "ok" else 60
+        return {
+            "current": [rng.choice(TEXTS[:4]) + f" {i}" for i in range(n)],
+            "notes": [{"date": "2024-05-01", "facts": ["Condensed event."]}],
+        }
+    if re.search(r"^Session f0[38] ", request["messages"][1]["content"], re.MULTILINE):
+        return Status(503)  # an outage for the whole of sessions f03 and f08
+    if rng.random() < 0.15:
+        return rng.choice([Malformed("oops"), Status(500), Status(429)])
+    shown = re.findall(r"^- (.+)$", request["messages"][1]["content"], re.MULTILINE)
+
+    def op() -> dict[str, Any]:
+        kind = rng.choice(["add_fact", "add_fact", "replace_fact", "remove_fact"])
+        old = rng.choice(shown) if shown and rng.random() < 0.7 else rng.choice(TEXTS)
+        return {
+            "op": kind,
+            "old": old or "x",
+            "new": rng.choice(TEXTS) or "y",
+            "section": rng.choice(["current", "notes"]),
+        }
+
+    names = rng.sample(NASTY, 4)
+    return {
+        "commit_message": rng.choice(["Update", "a\nSession-Id: evil", "x" * 150]),
+        "summary": rng.choice(["Talked.", "## 2099-01-01 00:00 · evil", "s" * 1000]),
+        "entities": [
+            {
+                "name": n,
+                "type": rng.choice(["person", "context", "../x", "pet"]),
+                "aliases": rng.sample(NASTY, 2),
+            }
+            for n in names
+            if n.strip()
+        ],
+        "edits": [{"entity": rng.choice(NASTY[:6]), **op()} for _ in range(rng.randint(0, 25))],
+        "profile": [op() for _ in range(rng.randint(0, 6))],
+    }
+
+
+def test_random_and_hostile_answers_keep_every_invariant(store, scripted_openai, monkeypatch):
+    import random
+
+    from memrepo.writer import deterministic
+
+    monkeypatch.setattr(deterministic, "ENTITY_MAX_BYTES", 2_048)  # the fallback's caps too
+    monkeypatch.setattr(deterministic, "PROFILE_MAX_BYTES", 2_048)
+
+    from scripted_openai import Callable
+
+    rng = random.Random(FUZZ_SEED)
+    scripted_openai.default = Callable(lambda request: _random_answer(rng, request))
+    writer = llm_writer(
+        store,
+        scripted_openai,
+        chat_kw={"max_retries": 1},
+        entity_max_bytes=2_048,
+        profile_max_bytes=2_048,
+    )
+    writers = []
+    for n in range(14):
+        session = ev(
+            f"f{n:02d}", f"2024-05-{n + 1:02d}T10:00:00+00:00", f"Session {n} about Sarah and Tom."
+        )
+        writers.append(writer.write(session).writer)
+        ws, _ = writer.repos.checkout("ana")
+        with ws:
+            assert git(ws, "status", "--porcelain") == ""
+            paths = set(ws.files())
+            assert all(ALLOWED.fullmatch(p) for p in paths), paths
+            entity_files = {p: ws.read(p) or "" for p in ws.files("memories/")}
+            assert ws.read("index.md") == index_md.render(entity_files)
+            for path, text in entity_files.items():
+                assert len(text.encode()) <= 2_048, path
+                assert not re.search(
+                    r"^(---|#{1,3} (?!Current$|Notes$|Sessions$|\d{4}-\d{2}-\d{2}$))",
+                    frontmatter.split(text)[1].split("\n", 1)[1],
+                    re.MULTILINE,
+                ), path
+            assert len((ws.read("profile.md") or "").encode()) <= 2_048
+            assert git(ws, "log", "--format=%(trailers:key=Session-Id,valueonly)").split() == [
+                f"f{i:02d}" for i in range(n, -1, -1)
+            ]
+    assert any(w.startswith("llm:") for w in writers) and any(
+        w.startswith("deterministic (") for w in writers
+    )

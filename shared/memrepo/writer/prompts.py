@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from memrepo.layout import Ontology
 from memrepo.writer.edits import MAX_FACT_CHARS, MAX_NAME_CHARS, FactOp
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)]
-Cue = Annotated[str, StringConstraints(min_length=1, max_length=40)]
 Fact = Annotated[str, StringConstraints(min_length=1, max_length=MAX_FACT_CHARS)]
 
 
@@ -30,8 +29,17 @@ class EntityNote(BaseModel):
         description="exact name from the index for a known entity, else the new name"
     )
     type: str = Field(default="person", max_length=40, description="one of the entity types")
-    aliases: list[Name] = Field(default_factory=list, max_length=10, description="other names used")
-    cues: list[Cue] = Field(default_factory=list, max_length=12, description="search keywords")
+    aliases: list[str] = Field(default_factory=list, description="other names used (up to 10)")
+    cues: list[str] = Field(default_factory=list, description="search keywords (up to 8)")
+
+    @field_validator("aliases", "cues", mode="before")
+    @classmethod
+    def _lenient(cls, value: object) -> list[str]:
+        """Keep the usable items (strings of 1-80 characters, the first 12), refuse nothing."""
+        if not isinstance(value, list):
+            return []
+        usable = [v for v in value if isinstance(v, str) and 0 < len(v.strip()) <= MAX_NAME_CHARS]
+        return usable[:12]
 
 
 class EntityEdit(FactOp):
