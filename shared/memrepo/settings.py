@@ -25,6 +25,12 @@ environment (or tests pass a dict) and hand the object down.
 | writer_max_llm_tokens  | ``MEMREPO_WRITER_MAX_LLM_TOKENS``| 60,000 tokens (in + out) per session |
 | writer_deadline_s      | ``MEMREPO_WRITER_DEADLINE_S``    | 240 s of LLM work per session        |
 | ontology_path          | ``MEMREPO_ONTOLOGY``             | none (people and contexts)           |
+| mirror_url             | ``MEMREPO_MIRROR_URL``           | none (no mirror); ``{user_id}`` placeholder |
+| mirror_token           | ``MEMREPO_MIRROR_TOKEN``         | none                                 |
+| mirror_token_secret    | ``MEMREPO_MIRROR_TOKEN_SECRET``  | none (``projects/P/secrets/S/versions/V``) |
+| mirror_username        | ``MEMREPO_MIRROR_USERNAME``      | ``x-access-token`` (Basic auth user) |
+| mirror_timeout_s       | ``MEMREPO_MIRROR_TIMEOUT_S``     | 60 s per push                        |
+| mirror_background      | ``MEMREPO_MIRROR_BACKGROUND``    | false (push inline after the save)   |
 """
 
 from __future__ import annotations
@@ -55,6 +61,12 @@ _ENV = {
     "writer_max_llm_tokens": "MEMREPO_WRITER_MAX_LLM_TOKENS",
     "writer_deadline_s": "MEMREPO_WRITER_DEADLINE_S",
     "ontology_path": "MEMREPO_ONTOLOGY",
+    "mirror_url": "MEMREPO_MIRROR_URL",
+    "mirror_token": "MEMREPO_MIRROR_TOKEN",
+    "mirror_token_secret": "MEMREPO_MIRROR_TOKEN_SECRET",
+    "mirror_username": "MEMREPO_MIRROR_USERNAME",
+    "mirror_timeout_s": "MEMREPO_MIRROR_TIMEOUT_S",
+    "mirror_background": "MEMREPO_MIRROR_BACKGROUND",
 }
 
 
@@ -83,6 +95,14 @@ class Settings(BaseModel):
     writer_max_llm_tokens: int = Field(default=60_000, ge=1_000)
     writer_deadline_s: float = Field(default=240.0, gt=0, le=3_600)
     ontology_path: Path | None = None
+    mirror_url: str | None = None
+    mirror_token: SecretStr | None = None
+    mirror_token_secret: str | None = Field(
+        default=None, pattern=r"^projects/[^/]+/secrets/[^/]+/versions/[^/]+$"
+    )
+    mirror_username: str = "x-access-token"
+    mirror_timeout_s: float = Field(default=60.0, gt=0, le=600)
+    mirror_background: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> Settings:
