@@ -7,9 +7,12 @@ reuses its clients.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
+from typing import TYPE_CHECKING
 
 from memrepo.layout import load_ontology
+from memrepo.operations.apply import AfterSave, RepoChanger
 from memrepo.repos import UserRepos
 from memrepo.retrieval.service import Retriever
 from memrepo.settings import Settings
@@ -21,6 +24,10 @@ from memrepo.writer import (
     SessionWriter,
     WriterEngine,
 )
+
+if TYPE_CHECKING:
+    from memrepo.operations.mirror import Mirror
+    from memrepo.operations.rebuild import Rebuilder
 
 
 @cache
@@ -60,7 +67,70 @@ def writer_engine(settings: Settings) -> WriterEngine:
 def writer(settings: Settings) -> SessionWriter:
     """Return the session writer for ``settings`` (engine: see :func:`writer_engine`)."""
     return SessionWriter(
-        repos(settings), writer_engine(settings), max_attempts=settings.write_max_attempts
+        repos(settings),
+        writer_engine(settings),
+        max_attempts=settings.write_max_attempts,
+        after_save=after_save(settings),
+    )
+
+
+@cache
+def mirror(settings: Settings) -> Mirror | None:
+    """Return the git mirror of ``settings.mirror_url`` (cached), or ``None`` when unset.
+
+    The token is ``settings.mirror_token``, else read from Secret Manager
+    (``settings.mirror_token_secret``) on the first push, else none.
+
+    Raises:
+        MirrorConfigError: the URL is not an accepted remote.
+    """
+    if not settings.mirror_url:
+        return None
+    from memrepo.operations.mirror import Mirror
+
+    token: str | Callable[[], str | None] | None = None
+    if settings.mirror_token is not None:
+        token = settings.mirror_token.get_secret_value()
+    elif settings.mirror_token_secret:
+        name = settings.mirror_token_secret
+
+        def token() -> str | None:
+            from memrepo.adapters.secrets import access_secret
+
+            return access_secret(name)
+
+    return Mirror(
+        settings.mirror_url,
+        token=token,
+        username=settings.mirror_username,
+        timeout_s=settings.mirror_timeout_s,
+        background=settings.mirror_background,
+    )
+
+
+def after_save(settings: Settings) -> list[AfterSave]:
+    """Return the hooks every save runs afterwards: the mirror's push when one is configured."""
+    found = mirror(settings)
+    return [found.hook] if found is not None else []
+
+
+@cache
+def changer(settings: Settings) -> RepoChanger:
+    """Return the change runner for operations (revert, onboard, rebuild's save), cached."""
+    return RepoChanger(
+        repos(settings), max_attempts=settings.write_max_attempts, after_save=after_save(settings)
+    )
+
+
+def rebuilder(settings: Settings, *, checkpoint_every: int = 5) -> Rebuilder:
+    """Return a rebuilder with the current writer engine, checkpointing in the same store."""
+    from memrepo.operations.rebuild import Rebuilder
+
+    return Rebuilder(
+        changer(settings),
+        writer_engine(settings),
+        repos(settings).store,
+        checkpoint_every=checkpoint_every,
     )
 
 

@@ -132,7 +132,14 @@ def _retry_after(exc: BaseException | None) -> float | None:
 
 
 def json_text(content: str) -> str:
-    """Return the JSON part of an answer: without a Markdown fence or prose around the object."""
+    """Return the JSON part of an answer: without a Markdown fence or prose around the object.
+
+    Args:
+        content: the assistant text.
+
+    Returns:
+        The text to parse; unchanged when no fence or surrounding prose is found.
+    """
     text = content.strip()
     fenced = _FENCE.match(text)
     if fenced:

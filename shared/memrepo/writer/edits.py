@@ -117,6 +117,13 @@ def clean_fact(text: str | None, limit: int = MAX_FACT_CHARS) -> str:
     ``-``, ``*``, ``>`` and ``|`` are removed (so a fact can never become a heading, a front-matter
     fence or a table), HTML comments are neutralised. Longer text is refused upstream by the
     schema; here it is cut with an ellipsis as a last resort.
+
+    Args:
+        text: a fact (or summary) from a model; ``None`` counts as empty.
+        limit: the maximum length in characters.
+
+    Returns:
+        The cleaned text, possibly empty (callers skip empty facts).
     """
     text = _SPACE.sub(" ", _printable(text or "")).strip()
     text = text.lstrip("#-*>|+ \t").replace("<!--", "<! --").replace("-->", "-- >").strip()
@@ -130,6 +137,12 @@ def clean_name(text: str | None) -> str | None:
 
     Refused: empty, longer than :data:`MAX_NAME_CHARS`, containing ``/``, ``\\`` or ``..`` (names
     that look like paths), or holding no letter or digit.
+
+    Args:
+        text: a name from a model.
+
+    Returns:
+        The name on one line without Markdown emphasis, or ``None``.
     """
     name = _SPACE.sub(" ", _printable(text or "")).strip().strip("#*_`|").strip()
     if not name or len(name) > MAX_NAME_CHARS or "/" in name or "\\" in name or ".." in name:
@@ -156,7 +169,16 @@ def _bullets(lines: list[str]) -> list[tuple[int, str]]:
 
 
 def find_fact(lines: list[str], text: str, *, ratio: float = MATCH_RATIO) -> int | None:
-    """Return the index of the bullet line that matches ``text`` (see the module docstring)."""
+    """Return the index of the bullet line that matches ``text`` (see the module docstring).
+
+    Args:
+        lines: the body's lines.
+        text: the fact to find (an ``old`` value).
+        ratio: the minimum similarity of a fuzzy match, 0-1.
+
+    Returns:
+        The line index, or ``None`` when no bullet matches.
+    """
     wanted = normalise(text)
     if not wanted:
         return None
