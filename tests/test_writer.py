@@ -15,6 +15,7 @@ from memrepo.errors import (
 )
 from memrepo.events import parse_session_ended
 from memrepo.gitcli import git_text
+from memrepo.manifest import Manifest, Part
 from memrepo.repos import UserRepos
 from memrepo.writer import DeterministicWriter, SessionWriter, deterministic
 
@@ -139,7 +140,8 @@ def test_conflict_bound_raises_transient(store):
 def test_users_are_isolated(writer, store):
     write(writer, user_id="ana")
     write(writer, user_id="bob", session_id="b1")
-    assert sorted(store.objects) == ["users/ana/memory.bundle", "users/bob/memory.bundle"]
+    assert {k.split("/")[1] for k in store.objects} == {"ana", "bob"}
+    assert {"users/ana/manifest.json", "users/bob/manifest.json"} <= set(store.objects)
     ws, _ = writer.repos.checkout("bob")
     with ws:
         assert git_text(["for-each-ref", "--format=%(refname)"], ws.path).split() == [
@@ -150,7 +152,16 @@ def test_users_are_isolated(writer, store):
 
 def test_bundle_with_foreign_ref_is_refused(writer, store):
     write(writer, user_id="ana")
-    store.objects["users/bob/memory.bundle"] = store.objects["users/ana/memory.bundle"]
+    ana = Manifest.from_bytes(store.objects["users/ana/manifest.json"].data, "ana")
+    data = store.objects[ana.base.key].data
+    store.put("users/bob/memory.bundle", data, if_generation_match=0)  # the legacy layout
+    with pytest.raises(CorruptBundle, match="refs"):
+        writer.repos.checkout("bob")
+    store.delete("users/bob/memory.bundle")
+    stolen = Part.of("users/bob/bundles/0000000000001-base-" + "0" * 32 + ".bundle",
+                     ana.base.tip, data)
+    store.put(stolen.key, data, if_generation_match=0)
+    store.put("users/bob/manifest.json", Manifest("bob", stolen).to_bytes(), if_generation_match=0)
     with pytest.raises(CorruptBundle, match="refs"):
         writer.repos.checkout("bob")
 
@@ -189,3 +200,35 @@ def test_workspace_is_removed_after_write(writer, tmp_path):
     writer.repos.tmp_root = tmp_path
     write(writer)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_deterministic_session_keeps_other_sections_of_a_person_file(writer):
+    write(writer)
+    ws, _ = writer.repos.checkout("ana")
+    with ws:
+        text = ws.read("memories/people/sarah.md") or ""
+    meta_end = text.index("\n---\n") + 5
+    edited = (
+        text[:meta_end].replace('type: "person"', 'type: "person"\nrelation: "sister"')
+        + "# Sarah\n\n## Current\n- Works at the bakery since May.\n\n"
+        + text[meta_end:].split("## Sessions\n", 1)[1].join(["## Sessions\n", ""])
+        + "\n## Notes\n- Likes cardamom buns.\n"
+    )
+    from memrepo.writer.deterministic import DeterministicWriter as Engine
+
+    class Keep(Engine):
+        def prepare(self, ws, event):
+            ws.write("memories/people/sarah.md", edited)
+            return super().prepare(ws, event)
+
+    SessionWriter(writer.repos, Keep(), sleep=lambda s: None).write(
+        parse_session_ended(event(session_id="s2", occurred_at="2024-05-03T10:00:00+00:00"))
+    )
+    ws, _ = writer.repos.checkout("ana")
+    with ws:
+        text = ws.read("memories/people/sarah.md") or ""
+    assert 'relation: "sister"' in text
+    assert "## Current\n- Works at the bakery since May." in text
+    assert "## Notes\n- Likes cardamom buns." in text
+    sessions = text.split("## Sessions\n", 1)[1].split("\n## ", 1)[0]
+    assert "· s1 ·" in sessions and "· s2 ·" in sessions

@@ -165,25 +165,44 @@ class DeterministicWriter(WriterEngine):
         )
 
     def _person_file(self, old: str, person: _Person, event: SessionEnded, date: str) -> str:
-        meta, body = frontmatter.split(old)
-        cues = list(dict.fromkeys([*(meta.get("cues") or []), *person.cue_words]))[-12:]
+        """Return the person's file with this session's line added under ``## Sessions``.
+
+        Everything else in the file (front-matter fields and sections an LLM writer or a person
+        wrote) is kept as it is; only the ``## Sessions`` section grows, and is condensed when the
+        file passes :data:`ENTITY_MAX_BYTES`.
+        """
+        old_meta, body = frontmatter.split(old)
+        cues = list(dict.fromkeys([*(old_meta.get("cues") or []), *person.cue_words]))[-12:]
         meta = {
-            "name": meta.get("name") or person.name,
-            "aliases": meta.get("aliases") or [],
-            "type": "person",
+            **old_meta,
+            "name": old_meta.get("name") or person.name,
+            "aliases": old_meta.get("aliases") or [],
+            "type": old_meta.get("type") or "person",
             "cues": cues,
             "last_session": event.session_id,
             "last_date": date,
         }
-        entries = [line for line in body.splitlines() if line.startswith("- ")]
+        lines = body.splitlines()
+        if not any(line.strip() for line in lines):
+            lines = [f"# {meta['name']}", ""]
+        start = next((i for i, line in enumerate(lines) if line.strip() == "## Sessions"), None)
+        if start is None:
+            before, section, after = lines, [], []
+        else:
+            end = next(
+                (i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines)
+            )
+            before, section, after = lines[:start], lines[start + 1 : end], lines[end:]
+        entries = [line for line in section if line.startswith("- ")]
         role = f"spoke {person.spoke} turns" if person.spoke else f"mentioned {person.mentions}x"
         about = ", ".join(person.cue_words) or "-"
         line = f"- {date} · {event.session_id} · {role} · about: {about}"
         if line not in entries:
             entries.append(line)
-        head = f"# {meta['name']}\n\n## Sessions\n"
-        room = ENTITY_MAX_BYTES - len(frontmatter.render(meta, "").encode())
-        return frontmatter.render(meta, _condense(head, entries, room, "sessions"))
+        head = "\n".join(before).rstrip("\n") + "\n\n## Sessions\n"
+        tail = ("\n" + "\n".join(after).strip("\n") + "\n") if after else ""
+        room = ENTITY_MAX_BYTES - len(frontmatter.render(meta, "").encode()) - len(tail.encode())
+        return frontmatter.render(meta, _condense(head, entries, room, "sessions") + tail)
 
     def _profile(self, old: str, user_turns: list[Turn], event: SessionEnded, date: str) -> str:
         meta, body = frontmatter.split(old)
