@@ -1,7 +1,9 @@
 """The ``memrepo`` command line (typer). Every command reads ``MEMREPO_STORE``.
 
 Commands: ``ingest`` (replay a LoCoMo conversation, directly or through Pub/Sub), ``context``
-(print the context for a message), ``log`` (a user's history with trailers).
+(print the context for a message), ``log`` (a user's history with trailers); operating memories
+like code: ``revert``, ``rebuild``, ``mirror``, ``onboard``, ``show``, ``blame``, ``export``,
+``delete`` (``--json`` where a script reads the output).
 """
 
 from __future__ import annotations
@@ -146,6 +148,201 @@ def log(user: str, limit: Annotated[int, typer.Option("-n")] = 0) -> None:
             sys.stdout.write(git_text(args, ws.path))
     except MemrepoError as exc:
         _fail(exc)
+
+
+def _emit(data: object) -> None:
+    typer.echo(json.dumps(data, ensure_ascii=False, default=str))
+
+
+@app.command()
+def revert(
+    user: str,
+    session_id: str,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+) -> None:
+    """Undo one session as a new commit (refused if later sessions changed the same lines)."""
+    from dataclasses import asdict
+
+    from memrepo.operations.revert import revert as revert_session
+
+    try:
+        result = revert_session(bootstrap.changer(_settings()), user, session_id)
+    except MemrepoError as exc:
+        _fail(exc)
+    if as_json:
+        _emit(asdict(result))
+    else:
+        typer.echo(f"{result.status}: session {session_id} ({result.reverted_commit[:12]}) "
+                   f"by {result.commit[:12]}; {len(result.changed)} files changed")
+
+
+@app.command()
+def rebuild(
+    user: str,
+    checkpoint_every: Annotated[int, typer.Option(help="checkpoint every N sessions")] = 5,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON lines: progress, result")] = False,
+) -> None:
+    """Replay the user's transcripts with the current writer onto a new history (resumable)."""
+    from dataclasses import asdict
+
+    from rich.progress import Progress
+
+    from memrepo.operations.rebuild import Progress as Step
+
+    rebuilder = bootstrap.rebuilder(_settings(), checkpoint_every=checkpoint_every)
+    try:
+        if as_json:
+            result = rebuilder.rebuild(user, on_progress=lambda p: _emit({"progress": asdict(p)}))
+        else:
+            with Progress() as bar:
+                task = bar.add_task(f"rebuilding {user}", total=None)
+
+                def show(step: Step) -> None:
+                    bar.update(task, completed=step.done, total=step.total,
+                               description=f"rebuilding {user} ({step.stage})")
+
+                result = rebuilder.rebuild(user, on_progress=show)
+    except MemrepoError as exc:
+        _fail(exc)
+    if as_json:
+        _emit({"result": asdict(result)})
+    else:
+        typer.echo(f"rebuilt {user}: {result.sessions} sessions ({result.resumed_from} resumed), "
+                   f"{result.commit[:12]} replaces {result.replaced[:12]} "
+                   f"in {result.elapsed_s:.1f} s")
+
+
+@app.command()
+def mirror(
+    user: str,
+    force: Annotated[bool, typer.Option(help="overwrite a remote branch that diverged")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+) -> None:
+    """Push the user's branch to the mirror of MEMREPO_MIRROR_URL now."""
+    from dataclasses import asdict
+
+    settings = _settings()
+    try:
+        target = bootstrap.mirror(settings)
+        if target is None:
+            raise ValueError("no mirror configured: set MEMREPO_MIRROR_URL")
+        ws, _ = bootstrap.repos(settings).checkout(user)
+        with ws:
+            if ws.head() is None:
+                raise ValueError(f"user {user!r} has no memory")
+            result = target.push(ws, force=force)
+    except (MemrepoError, ValueError) as exc:
+        _fail(exc)
+    if as_json:
+        _emit(asdict(result))
+    else:
+        typer.echo(f"{result.status}: {result.ref} {result.commit[:12]} -> {result.remote}")
+
+
+@app.command()
+def onboard(
+    user: str,
+    profile: Annotated[str, typer.Option(help="a few lines about the user")] = "",
+    file: Annotated[Path | None, typer.Option(help="a profile template file")] = None,
+    name: Annotated[str, typer.Option(help="the user's name")] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+) -> None:
+    """Create the user's memory from a profile before the first session (no-op if it exists)."""
+    from dataclasses import asdict
+
+    from memrepo.operations.onboard import onboard as onboard_user
+
+    try:
+        if bool(profile) == (file is not None):
+            raise ValueError("give exactly one of --profile TEXT or --file F")
+        text = profile or (file.read_text(encoding="utf-8") if file else "")
+        result = onboard_user(bootstrap.changer(_settings()), user, text, name=name or None)
+    except (MemrepoError, ValueError, OSError) as exc:
+        _fail(exc)
+    if as_json:
+        _emit(asdict(result))
+    else:
+        typer.echo(f"{result.status}: {user} ({result.entries} profile entries)")
+
+
+@app.command()
+def show(
+    user: str,
+    path: Annotated[str, typer.Argument(help="a file; omit to list the files")] = "",
+    rev: Annotated[str, typer.Option(help="a revision, e.g. HEAD~3")] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Print a file of the user's memory, or list its files."""
+    from memrepo.operations import inspect
+
+    try:
+        repos = bootstrap.repos(_settings())
+        if not path:
+            files = inspect.list_files(repos, user)
+            typer.echo(json.dumps({"files": files}) if as_json else "\n".join(files))
+            return
+        text = inspect.read_file(repos, user, path, rev or None)
+    except (MemrepoError, ValueError) as exc:
+        _fail(exc)
+    if as_json:
+        _emit({"path": path, "text": text})
+    else:
+        sys.stdout.write(text)
+
+
+@app.command()
+def blame(
+    user: str,
+    path: str,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON lines")] = False,
+) -> None:
+    """Print each line of a file with the session that last changed it."""
+    from dataclasses import asdict
+
+    from memrepo.operations import inspect
+
+    try:
+        rows = inspect.blame(bootstrap.repos(_settings()), user, path)
+    except (MemrepoError, ValueError) as exc:
+        _fail(exc)
+    for row in rows:
+        if as_json:
+            _emit(asdict(row))
+        else:
+            label = row.session_id or row.commit[:12]
+            typer.echo(f"{label[:24]:<24} {row.date[:10]} {row.line:>4}| {row.text}")
+
+
+@app.command()
+def export(user: str, file: Path) -> None:
+    """Write the user's memory as a git bundle to FILE (``git clone FILE`` reads it)."""
+    try:
+        data = bootstrap.repos(_settings()).export(user)
+        if data is None:
+            raise ValueError(f"user {user!r} has no memory")
+        file.write_bytes(data)
+        typer.echo(f"wrote {len(data)} bytes to {file}")
+    except (MemrepoError, ValueError, OSError) as exc:
+        _fail(exc)
+
+
+@app.command()
+def delete(
+    user: str,
+    yes: Annotated[bool, typer.Option("--yes", help="confirm: this cannot be undone")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+) -> None:
+    """Delete every object of the user's memory (all versions). Needs --yes."""
+    if not yes:
+        _fail(ValueError(f"deleting {user}'s memory cannot be undone; add --yes"))
+    try:
+        count = bootstrap.repos(_settings()).delete(user)
+    except MemrepoError as exc:
+        _fail(exc)
+    if as_json:
+        _emit({"user_id": user, "deleted_objects": count})
+    else:
+        typer.echo(f"deleted {count} objects of {user}")
 
 
 def main() -> None:
