@@ -10,6 +10,8 @@ never exceeds ``max_tokens`` (invariant of the retrieval response).
 from __future__ import annotations
 
 import logging
+import shlex
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +25,13 @@ log = logging.getLogger(__name__)
 GitRunner = Callable[[Workspace, Pointer], str]
 
 MIN_USEFUL_TOKENS = 24
+#: Wall-clock limit of one git pointer, in seconds (lowered to the time left before a deadline).
+GIT_TIMEOUT_S = 2.0
+#: Output kept from one git pointer, in bytes (more than the largest budget holds).
+GIT_MAX_OUTPUT_BYTES = 256_000
+#: A git pointer is skipped with less time than this left before the deadline, in seconds.
+MIN_GIT_S = 0.05
+CUT_NOTE = "[… cut to fit the token budget]\n"
 
 
 @dataclass(frozen=True)
@@ -47,23 +56,42 @@ class Resolved:
     skipped: int
 
 
-def _default_git(ws: Workspace, pointer: Pointer) -> str:
-    from memrepo.gitcli import git_text
+class PointerUnreadable(Exception):
+    """Raised by a git runner when a pointer cannot be read (refused, failed, timed out)."""
+
+
+def sandbox_git_command(pointer: Pointer) -> str:
+    """Return the ``run`` command string of a git pointer, every argument ``shlex``-quoted.
+
+    Args:
+        pointer: a ``git_diff`` pointer (``git diff REV -- PATH``) or a ``git_log`` pointer
+            (``git log --stat -N -- PATH``).
+    """
+    if pointer.kind == "git_diff":
+        args = ["git", "diff", "--no-ext-diff", "--no-textconv", "--no-color", str(pointer.rev)]
+    else:
+        args = ["git", "log", "--no-color", "--stat", f"-{pointer.count or 5}"]
+    return shlex.join([*args, "--", pointer.path])
+
+
+def _default_git(ws: Workspace, pointer: Pointer, *, timeout_s: float = GIT_TIMEOUT_S) -> str:
+    """Run a git pointer through the same sandbox as the agent's ``run`` tool, never a shell.
+
+    Raises:
+        PathOutsideRepo: the pointer's path leaves the repository.
+        PointerUnreadable: the sandbox refused the command, git failed (a revision beyond the
+            history) or the time ran out.
+    """
+    from memrepo.sandbox import Sandbox
 
     ws.resolve(pointer.path)
-    if pointer.kind == "git_diff":
-        args = [
-            "diff",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--no-color",
-            str(pointer.rev),
-            "--",
-            pointer.path,
-        ]
-    else:
-        args = ["log", "--no-color", "--stat", f"-{pointer.count or 5}", "--", pointer.path]
-    return git_text(args, ws.path)
+    command = sandbox_git_command(pointer)
+    result = Sandbox(ws.path, timeout_s=timeout_s, max_output_bytes=GIT_MAX_OUTPUT_BYTES).run(
+        command
+    )
+    if result.refused or result.timed_out or result.exit_code != 0:
+        raise PointerUnreadable(f"{command}: {result.output.strip()[-300:]}")
+    return result.output
 
 
 def _read(ws: Workspace, pointer: Pointer, git_runner: GitRunner) -> str | None:
@@ -84,12 +112,28 @@ def render_block(source: str, reason: str, text: str) -> str:
 
 
 def resolve(
-    ws: Workspace, plan: Plan, max_tokens: int, *, git_runner: GitRunner = _default_git
+    ws: Workspace,
+    plan: Plan,
+    max_tokens: int,
+    *,
+    git_runner: GitRunner = _default_git,
+    deadline: float | None = None,
 ) -> Resolved:
     """Turn ``plan`` into a context of at most ``max_tokens`` tokens (``cl100k_base``).
 
-    Pointers whose file is missing or outside the repository are skipped (and counted in
-    ``skipped``), never fatal: a plan is advice, the budget is law.
+    Pointers whose file is missing, outside the repository, or whose git command fails are
+    skipped (and counted in ``skipped``), never fatal: a plan is advice, the budget is law.
+
+    Args:
+        ws: the hydrated repository (only read).
+        plan: the pointers, must-pointers first when resolved.
+        max_tokens: the budget of the whole text, separators included.
+        git_runner: reads ``git_diff``/``git_log`` pointers; by default through the sandbox.
+        deadline: a ``time.monotonic()`` instant: past it, git pointers are skipped (files are
+            still read); the default runner's time limit is lowered to the time left.
+
+    Returns:
+        The text (blocks joined by a blank line), its blocks, tokens used and pointers skipped.
     """
     must = [p for p in plan.pointers if p.priority == "must"]
     optional = sorted(
@@ -104,13 +148,13 @@ def resolve(
         if pointer.source in seen:
             continue
         seen.add(pointer.source)
-        room = max_tokens - used
+        room = max_tokens - used - (1 if rendered else 0)  # the "\n" joining blocks
         if room < MIN_USEFUL_TOKENS:
             skipped += 1
             continue
         try:
-            text = _read(ws, pointer, git_runner)
-        except (PathOutsideRepo, OSError, UnicodeDecodeError) as exc:
+            text = _read(ws, pointer, _bounded(git_runner, deadline))
+        except (PathOutsideRepo, PointerUnreadable, OSError, UnicodeDecodeError) as exc:
             log.info("pointer skipped", extra={"source": pointer.source, "error": str(exc)})
             skipped += 1
             continue
@@ -121,14 +165,13 @@ def resolve(
         cost = tokens.count(block_text)
         cut = False
         if cost > room:
-            block_text, cut = tokens.truncate_lines(block_text, room - 8)
-            if block_text.count("\n") < 2:
+            block_text, cost = _cut(block_text, room)
+            if not block_text:
                 skipped += 1
                 continue
-            block_text += "[… cut to fit the token budget]\n"
-            cost = tokens.count(block_text)
+            cut = True
         rendered.append(block_text)
-        used += cost
+        used += cost + (1 if len(rendered) > 1 else 0)
         blocks.append(Block(pointer.source, pointer.kind, cost, pointer.reason, block_text, cut))
     text = "\n".join(rendered)
     total = tokens.count(text)
@@ -138,3 +181,37 @@ def resolve(
         text = "\n".join(rendered)
         total = tokens.count(text)
     return Resolved(text=text, blocks=tuple(blocks), tokens_used=total, skipped=skipped)
+
+
+def _cut(block_text: str, room: int) -> tuple[str, int]:
+    """Return ``block_text`` cut at a line boundary plus :data:`CUT_NOTE`, within ``room`` tokens.
+
+    Returns:
+        ``(text, tokens)``, or ``("", 0)`` when not even the header and one line fit.
+    """
+    limit = room - tokens.count(CUT_NOTE)
+    while limit > 0:
+        kept, _ = tokens.truncate_lines(block_text, limit)
+        if kept.count("\n") < 2:
+            break
+        cost = tokens.count(kept + CUT_NOTE)
+        if cost <= room:
+            return kept + CUT_NOTE, cost
+        limit -= cost - room
+    return "", 0
+
+
+def _bounded(git_runner: GitRunner, deadline: float | None) -> GitRunner:
+    """Return ``git_runner`` refusing to start past ``deadline`` (the default one bounded by it)."""
+    if deadline is None:
+        return git_runner
+
+    def run(ws: Workspace, pointer: Pointer) -> str:
+        left = deadline - time.monotonic()
+        if left < MIN_GIT_S:
+            raise PointerUnreadable(f"{pointer.source}: skipped, the deadline has passed")
+        if git_runner is _default_git:
+            return _default_git(ws, pointer, timeout_s=min(GIT_TIMEOUT_S, left))
+        return git_runner(ws, pointer)
+
+    return run
