@@ -136,10 +136,26 @@ def rebuilder(settings: Settings, *, checkpoint_every: int = 5) -> Rebuilder:
 
 @cache
 def retriever(settings: Settings) -> Retriever:
-    """Return the retriever for ``settings`` (the deterministic engine)."""
+    """Return the retriever for ``settings`` (cached).
+
+    With ``settings.use_llm``: the LLM retrieval agent on the configured endpoint and
+    ``retrieval_model`` (one repair round for an invalid plan, ``retrieval_max_turns`` turns),
+    falling back to the deterministic plan; otherwise the deterministic engine alone. Each
+    request's ``deadline_ms`` (else ``retrieval_deadline_ms``) bounds hydration, the agent, the
+    fallback and the resolver.
+    """
+    agent = None
+    if settings.use_llm:
+        from memrepo.llm.client import OpenAIChat
+        from memrepo.retrieval.agent import RetrievalAgent
+
+        agent = RetrievalAgent(
+            OpenAIChat.from_settings(settings, "retrieval", max_repairs=1),
+            max_turns=settings.retrieval_max_turns,
+        )
     return Retriever(
         repos(settings),
-        agent=None,
+        agent=agent,
         max_tokens_limit=settings.max_tokens_limit,
         deadline_s=settings.retrieval_deadline_ms / 1000,
     )

@@ -3,7 +3,8 @@
 Commands: ``ingest`` (replay a LoCoMo conversation, directly or through Pub/Sub), ``context``
 (print the context for a message), ``log`` (a user's history with trailers); operating memories
 like code: ``revert``, ``rebuild``, ``mirror``, ``onboard``, ``show``, ``blame``, ``export``,
-``delete`` (``--json`` where a script reads the output).
+``delete`` (``--json`` where a script reads the output), ``run`` (one command
+through the retrieval agent's sandbox, printed exactly as the agent would see it).
 """
 
 from __future__ import annotations
@@ -148,6 +149,25 @@ def log(user: str, limit: Annotated[int, typer.Option("-n")] = 0) -> None:
             sys.stdout.write(git_text(args, ws.path))
     except MemrepoError as exc:
         _fail(exc)
+
+
+@app.command("run")
+def run_command(user: str, command: str) -> None:
+    """Run COMMAND through the retrieval agent's sandbox on USER's memory and print what the agent
+    would read (status line and framed output, refusals included). Exits 126 when refused."""
+    from memrepo.retrieval.run_tool import RunTool
+
+    try:
+        ws, _ = bootstrap.repos(_settings()).checkout(user)
+        with ws:
+            if ws.head() is None:
+                _fail(ValueError(f"user {user!r} has no memory"))
+            done = RunTool(ws.path).run(command)
+    except MemrepoError as exc:
+        _fail(exc)
+    typer.echo(done.text)
+    if done.result.refused:
+        raise typer.Exit(126)
 
 
 def _emit(data: object) -> None:

@@ -18,6 +18,7 @@ environment (or tests pass a dict) and hand the object down.
 | llm_base_url           | ``MEMREPO_LLM_BASE_URL``         | ``https://openrouter.ai/api/v1``     |
 | writer_model           | ``MEMREPO_WRITER_MODEL``         | ``openai/gpt-4o-mini``               |
 | retrieval_model        | ``MEMREPO_RETRIEVAL_MODEL``      | ``openai/gpt-4o-mini``               |
+| retrieval_max_turns    | ``MEMREPO_RETRIEVAL_MAX_TURNS``  | 4 LLM calls per context request      |
 | llm_timeout_s          | ``MEMREPO_LLM_TIMEOUT_S``        | 60 s per HTTP request                |
 | llm_max_retries        | ``MEMREPO_LLM_MAX_RETRIES``      | 3 retries (429, 5xx, timeout)        |
 | llm_json_mode          | ``MEMREPO_LLM_JSON_MODE``        | ``json_object`` (json_schema, off)   |
@@ -54,6 +55,7 @@ _ENV = {
     "llm_base_url": "MEMREPO_LLM_BASE_URL",
     "writer_model": "MEMREPO_WRITER_MODEL",
     "retrieval_model": "MEMREPO_RETRIEVAL_MODEL",
+    "retrieval_max_turns": "MEMREPO_RETRIEVAL_MAX_TURNS",
     "llm_timeout_s": "MEMREPO_LLM_TIMEOUT_S",
     "llm_max_retries": "MEMREPO_LLM_MAX_RETRIES",
     "llm_json_mode": "MEMREPO_LLM_JSON_MODE",
@@ -88,6 +90,7 @@ class Settings(BaseModel):
     llm_base_url: str = "https://openrouter.ai/api/v1"
     writer_model: str = "openai/gpt-4o-mini"
     retrieval_model: str = "openai/gpt-4o-mini"
+    retrieval_max_turns: int = Field(default=4, ge=1, le=10)
     llm_timeout_s: float = Field(default=60.0, gt=0, le=600)
     llm_max_retries: int = Field(default=3, ge=0, le=10)
     llm_json_mode: Literal["json_object", "json_schema", "off"] = "json_object"

@@ -4,6 +4,13 @@ The planning engine is the LLM agent when one is configured, else the determinis
 the agent fails, runs out of time or returns an invalid plan, the deterministic plan stands in and
 the result says so (``engine="deterministic"``, ``fallback_reason``), DESIGN.md invariant 5.
 Retrieval never uploads: the workspace is a private copy, removed afterwards.
+
+Time: the request's deadline bounds everything. The agent gets the deadline minus
+``fallback_reserve_s`` (the deterministic plan plus the resolver: ~0.1-0.35 s on a LoCoMo-sized
+memory), so a failed or slow agent still leaves time for the fallback; with less than that left
+after hydration the agent is not started. ``fallback_reason`` starts with a code: the agent's
+(``deadline``, ``llm_unavailable``, ``llm_rejected``, ``bad_plan``, ``llm_budget``,
+``turn_limit``, see :mod:`memrepo.retrieval.agent`) or the exception's class name.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from memrepo import tokens
 from memrepo.errors import InvalidEvent, InvalidRequest
 from memrepo.ids import validate_user_id
 from memrepo.repos import UserRepos
@@ -23,6 +31,9 @@ from memrepo.retrieval.resolver import Block, resolve
 from memrepo.workspace import Workspace
 
 log = logging.getLogger(__name__)
+
+#: Seconds before the deadline at which the agent must have finished (see the module docstring).
+FALLBACK_RESERVE_S = 0.4
 
 
 class PlanningAgent(Protocol):
@@ -91,13 +102,16 @@ class Retriever:
         agent: PlanningAgent | None = None,
         max_tokens_limit: int = 32_000,
         deadline_s: float = 8.0,
+        fallback_reserve_s: float = FALLBACK_RESERVE_S,
     ) -> None:
         """Args:
         repos: the user repositories (only read).
         agent: the LLM planning agent, or ``None`` for the deterministic engine only.
         max_tokens_limit: the largest budget a request may ask for, in tokens.
         deadline_s: the default time budget of a request, in seconds.
+        fallback_reserve_s: seconds kept from the agent for the fallback plan and the resolver.
         """
+        self.fallback_reserve_s = fallback_reserve_s
         self.repos = repos
         self.agent = agent
         self.max_tokens_limit = max_tokens_limit
@@ -139,6 +153,7 @@ class Retriever:
             validate_user_id(user_id)
         except InvalidEvent as exc:
             raise InvalidRequest(str(exc)) from exc
+        tokens.encoding()  # loaded once per process (~0.3 s), never inside the fallback's reserve
         ws, _ = self.repos.checkout(user_id)
         timings: dict[str, float] = {"hydrate_ms": (time.monotonic() - started) * 1000}
         with ws:
@@ -148,11 +163,18 @@ class Retriever:
             plan: Plan | None = None
             if self.agent is not None and ws.head() is not None:
                 t0 = time.monotonic()
+                agent_deadline = deadline - self.fallback_reserve_s
                 try:
-                    plan, meta = self.agent.plan(ws, conversation, max_tokens, deadline)
+                    if agent_deadline <= t0:
+                        raise TimeoutError(
+                            f"{(deadline - t0) * 1000:.0f} ms left after hydration, "
+                            f"{self.fallback_reserve_s * 1000:.0f} ms kept for the fallback"
+                        )
+                    plan, meta = self.agent.plan(ws, conversation, max_tokens, agent_deadline)
                     engine = self.agent.name
                 except Exception as exc:  # noqa: BLE001 - any agent failure falls back (invariant 5)
-                    reason = f"{type(exc).__name__}: {exc}"[:300]
+                    reason = _fallback_reason(exc)
+                    meta = dict(getattr(exc, "metadata", None) or {})
                     log.warning(
                         "retrieval agent failed; deterministic plan used", extra={"reason": reason}
                     )
@@ -162,10 +184,11 @@ class Retriever:
                 plan = deterministic.plan(ws, conversation, max_tokens)
             timings["plan_ms"] = (time.monotonic() - t0) * 1000
             t0 = time.monotonic()
-            resolved = resolve(ws, plan, max_tokens)
+            resolved = resolve(ws, plan, max_tokens, deadline=deadline)
             timings["resolve_ms"] = (time.monotonic() - t0) * 1000
+        timings = {**meta.get("timings_ms", {}), **timings}
         meta = {
-            **meta,
+            **{k: v for k, v in meta.items() if k != "timings_ms"},
             "timings_ms": {k: round(v, 1) for k, v in timings.items()},
             "pointers": len(plan.pointers),
             "skipped": resolved.skipped,
@@ -179,3 +202,17 @@ class Retriever:
             fallback_reason=reason,
             metadata=meta,
         )
+
+
+def _fallback_reason(exc: BaseException) -> str:
+    """Return ``"<code>: <detail>"`` (at most 300 characters) for an agent failure.
+
+    The code is the exception's ``code`` attribute (:class:`memrepo.retrieval.agent.AgentFailed`),
+    ``deadline`` for a :class:`TimeoutError`, else its class name; a message that already starts
+    with its code is kept as is.
+    """
+    code = getattr(exc, "code", None) or (
+        "deadline" if isinstance(exc, TimeoutError) else type(exc).__name__
+    )
+    text = str(exc)
+    return (text if text.startswith(f"{code}: ") else f"{code}: {text}")[:300]
