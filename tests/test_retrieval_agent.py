@@ -188,6 +188,15 @@ def test_profile_is_made_must_and_first():
         ("memories/people/sarah.md", "must"),
     ]
     assert with_profile(fixed, has_profile=True) == fixed
+    diff_only = Plan(
+        pointers=[
+            Pointer(kind="git_diff", path="profile.md", rev="HEAD~1..", reason="d", priority="must")
+        ]
+    )
+    assert [p.kind for p in with_profile(diff_only, has_profile=True).pointers] == [
+        "file_section",
+        "git_diff",
+    ]
     assert with_profile(Plan(), has_profile=False) == Plan()
 
 

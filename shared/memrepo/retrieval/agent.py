@@ -76,6 +76,9 @@ FAILURE_CODES = (
 )
 
 
+_READS = ("file", "file_section")
+
+
 class AgentFailed(LLMError):
     """Raised when the agent cannot produce a plan; the retriever falls back to its own.
 
@@ -126,9 +129,10 @@ class _Run:
 def with_profile(plan: Plan, has_profile: bool) -> Plan:
     """Return ``plan`` with the always-loaded profile as its first ``must`` pointer.
 
-    A ``must`` pointer to ``profile.md`` is kept as is; an ``optional`` one is made ``must`` and
-    moved first; otherwise the first :data:`PROFILE_HEAD_LINES` lines are added (as the
-    deterministic engine does).
+    A ``must`` pointer reading ``profile.md`` (``file`` or ``file_section``; a diff or log of it
+    does not count) is kept as is; an ``optional`` one is made ``must`` and moved first;
+    otherwise its first :data:`PROFILE_HEAD_LINES` lines are added (as the deterministic engine
+    does).
 
     Args:
         plan: the agent's validated plan.
@@ -137,11 +141,11 @@ def with_profile(plan: Plan, has_profile: bool) -> Plan:
     if not has_profile:
         return plan
     pointers = list(plan.pointers)
-    if any(p.path == PROFILE and p.priority == "must" for p in pointers):
+    reads = [i for i, p in enumerate(pointers) if p.path == PROFILE and p.kind in _READS]
+    if any(pointers[i].priority == "must" for i in reads):
         return plan
-    optional = [i for i, p in enumerate(pointers) if p.path == PROFILE and p.kind != "git_log"]
-    if optional:
-        chosen = pointers.pop(optional[0])
+    if reads:
+        chosen = pointers.pop(reads[0])
         first = chosen.model_copy(update={"priority": "must"})
     else:
         first = Pointer(
