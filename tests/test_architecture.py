@@ -68,6 +68,7 @@ def test_all_is_honest():
         "cli",
         "llm",
         "devstack",
+        "evaluation",
         "operations",
         "client",
     }

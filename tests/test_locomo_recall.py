@@ -2,8 +2,9 @@
 
 Replays conv-26 (19 sessions) through the writer, asks every question of categories 1 (multi-hop),
 2 (temporal) and 4 (single-hop), and measures the share of evidence turns whose text appears in
-the context. The floor asserted is the figure measured when the engine was written (0.617 overall)
-less a margin for tokenizer-neutral changes; a drop below it is a regression to look at.
+the context. The floor asserted is the figure measured after the BM25-over-lines engine (0.776
+overall, pooled over evidence turns; 0.617 for the first engine) less a margin for neutral
+changes; a drop below it is a regression to look at.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from memrepo.repos import UserRepos
 from memrepo.retrieval.service import Retriever
 from memrepo.writer import DeterministicWriter, SessionWriter
 
-FLOOR = 0.58
+FLOOR = 0.74
 BUDGET = 2000
 
 pytestmark = pytest.mark.skipif(not LOCOMO.exists(), reason=f"{LOCOMO} not present")

@@ -21,10 +21,12 @@ import typer
 
 from memrepo import bootstrap, locomo
 from memrepo.errors import MemrepoError
+from memrepo.evaluation.locomo_eval import eval_app
 from memrepo.gitcli import git_text
 from memrepo.settings import Settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+app.add_typer(eval_app, name="eval")
 
 
 class Via(StrEnum):

@@ -28,7 +28,8 @@ from typing import Any, Protocol
 
 from memrepo import tokens
 from memrepo.locomo import Conversation
-from memrepo.text import content_words, stem
+from memrepo.retrieval.deterministic import stem_term
+from memrepo.text import content_words
 
 _SPACE = re.compile(r"\s+")
 
@@ -153,8 +154,8 @@ class Ranker(Protocol):
 
 
 def analyse(text: str) -> list[str]:
-    """Return the index terms of ``text``: memrepo's content words, stemmed."""
-    return [stem(w) for w in content_words(text)]
+    """Return the index terms of ``text``: memrepo's content words, stemmed as memrepo does."""
+    return [stem_term(w) for w in content_words(text)]
 
 
 class BM25Ranker:

@@ -1,16 +1,25 @@
-"""The deterministic retrieval engine: ``git grep``, recency and co-change, no model.
+"""The deterministic retrieval engine: ``git grep``, BM25 over lines, co-change, no model.
 
-From the last messages of the conversation it takes content words (stemmed, stopwords removed)
-and the entity names of ``index.md`` they mention, and:
+From the last messages of the conversation it takes content words (stemmed so that each stem is
+a prefix of the word's inflections, stopwords and question words removed) and the entity names of
+``index.md`` they mention, and:
 
-1. runs one ``git grep -n -i -F`` for every term over the working tree, and weighs each matching
-   line by the inverse line-frequency of the terms it holds (rare words count more, BM25-like);
-2. boosts lines in files that changed together with the mentioned entities' files (commits from
-   ``git log --name-only`` touching an entity file also touched these sessions) and, slightly,
-   lines in recently changed files;
-3. turns the best lines into ``file_section`` pointers with one neighbouring line either side (the
-   turn before and after, in a transcript), labelled with the session date and matched words;
+1. runs one ``git grep -n -i -F`` for every term over the working tree and scores each matching
+   line with Okapi BM25: a term counts where it starts a word of the line's *text* (not the
+   speaker markup of a transcript line), its IDF is taken over all the lines of the tree (their
+   number estimated from the tree's size, remembered per commit), and line length normalises;
+2. treats terms that name a transcript's speaker (``Melanie`` in "What did Melanie paint?") as a
+   filter, not a word: lines that speaker said are boosted (:data:`SPEAKER_BOOST`) instead of
+   every line that greets her; boosts lines in files changed together with the mentioned
+   entities' files; weighs notes (profile, timeline, entity files) below transcripts and skips a
+   note line whose words a better transcript line already holds;
+3. turns the best lines into ``file_section`` pointers labelled with the session date and the
+   matched words, widened to the reply that follows (and, from :data:`WINDOW_BOTH_FROM` tokens,
+   the turn before), overlapping windows merged;
 4. always points to ``profile.md`` (``must``) and to the mentioned entities' files.
+
+Per query it runs at most four git commands (``rev-parse``, ``grep``, ``log --full-diff`` when an
+entity is mentioned, ``ls-tree`` once per commit) and reads ``index.md``.
 """
 
 from __future__ import annotations
@@ -20,8 +29,9 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from memrepo import frontmatter, index
+from memrepo import frontmatter
 from memrepo.gitcli import git_text
 from memrepo.layout import INDEX, PROFILE
 from memrepo.retrieval.plan import Plan, Pointer
@@ -30,12 +40,21 @@ from memrepo.workspace import Workspace
 
 MAX_TERMS = 32
 QUERY_MESSAGES = 3
-NEIGHBOURS = 1
-RECENT_COMMITS = 15
+WINDOW_NEXT_FROM = 0
+WINDOW_BOTH_FROM = 4_000
+MAX_POINTERS = 200
+BM25_K1 = 1.2
+BM25_B = 0.75
+SPEAKER_BOOST = 1.4
+NOTE_WEIGHT = 0.3
+CACHE_ENTRIES = 20_000
 PROFILE_HEAD_LINES = 12
 ENTITY_HEAD_LINES = 12
-ENTITY_SCORE = 8.0
+ENTITY_SCORE = 2.0
+_TURN = re.compile(r"^- \*\*(?P<speaker>.+?)\*\* \([^)]*\): ?(?P<content>.*)$")
 _DATE = re.compile(r'^occurred_at: "(\d{4}-\d{2}-\d{2})', re.MULTILINE)
+_TREE_BYTES: dict[str, Any] = {}  # commit id -> bytes of its tree (immutable, so safe to keep)
+_DATES: dict[str, Any] = {}  # "commit:path" -> session date
 
 
 @dataclass
@@ -47,6 +66,23 @@ class _Hit:
     score: float = 0.0
 
 
+def stem_term(word: str) -> str:
+    """Return the search stem of one word: :func:`memrepo.text.stem`, made a little kinder.
+
+    A doubled final consonant left by a cut suffix is undoubled (``planning`` → ``plan``, not
+    ``plann``) and a plural ``s`` is cut down to three letters (``kids`` → ``kid``), so the stem
+    is a prefix of every inflection of the word.
+    """
+    low = word.lower().replace("’", "'")
+    term = stem(low)
+    if term != low.rstrip("'s").replace("'", "") and len(term) >= 4 and term[-1] == term[-2]:
+        if term[-1] not in "lsz" and term[-1].isalpha():
+            term = term[:-1]
+    if term == low and len(low) == 4 and low.endswith("s") and not low.endswith("ss"):
+        term = low[:-1]
+    return term
+
+
 def query_terms(conversation: Sequence[dict[str, str]]) -> list[str]:
     """Return the stemmed search terms of the last messages, the newest user message first."""
     recent = list(conversation)[-QUERY_MESSAGES:]
@@ -54,7 +90,7 @@ def query_terms(conversation: Sequence[dict[str, str]]) -> list[str]:
     terms: list[str] = []
     for message in ordered:
         for word in content_words(message.get("content", "")):
-            term = stem(word)
+            term = stem_term(word)
             if len(term) >= 3 and term not in terms:
                 terms.append(term)
     return terms[:MAX_TERMS]
@@ -76,42 +112,93 @@ def _grep(ws: Workspace, terms: list[str]) -> list[_Hit]:
 
 
 def _co_changed(ws: Workspace, entity_paths: list[str]) -> set[str]:
-    """Return the files changed in the same commits as any of ``entity_paths``."""
+    """Return the files changed in the same commits as any of ``entity_paths`` (one git call)."""
     if not entity_paths:
         return set()
-    out = git_text(["log", "--format=", "--name-only", "-200", "--", *entity_paths], ws.path)
-    paths = set()
-    commits = git_text(["log", "--format=%H", "-200", "--", *entity_paths], ws.path).split()
-    if commits:
-        shown = git_text(["show", "--format=", "--name-only", *commits[:200]], ws.path)
-        paths = {p for p in shown.splitlines() if p}
-    return paths | {p for p in out.splitlines() if p}
-
-
-def _recent(ws: Workspace) -> set[str]:
-    out = git_text(["log", "--format=", "--name-only", f"-{RECENT_COMMITS}"], ws.path)
+    out = git_text(
+        ["log", "--format=", "--name-only", "--full-diff", "-200", "--", *entity_paths], ws.path
+    )
     return {p for p in out.splitlines() if p}
 
 
+def _index_rows(ws: Workspace) -> list[tuple[list[str], str]]:
+    """Return ``(names and aliases, path)`` of every entity row of ``index.md``."""
+    rows = []
+    for line in (ws.read(INDEX) or "").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 4 and cells[3].startswith("memories/"):
+            names = [cells[0], *(a.strip() for a in cells[1].split(",") if a.strip())]
+            rows.append((names, cells[3]))
+    return rows
+
+
 def _mentioned_entities(ws: Workspace, conversation: Sequence[dict[str, str]]) -> list[str]:
-    """Return entity paths whose name or alias appears in the last messages."""
+    """Return entity paths whose name or alias appears in the last messages (from ``index.md``)."""
     text = " ".join(m.get("content", "") for m in list(conversation)[-QUERY_MESSAGES:])
     said = set(words(text))
-    files = {p: ws.read(p) or "" for p in ws.files("memories/")}
     found = []
-    for entry in index.entries(files):
-        names = [entry.name, *entry.aliases]
+    for names, path in _index_rows(ws):
         if any(set(words(n)) and set(words(n)) <= said for n in names):
-            found.append(entry.path)
+            found.append(path)
     return found
 
 
-def _session_date(ws: Workspace, path: str, cache: dict[str, str]) -> str:
-    if path not in cache:
-        head = (ws.read(path) or "")[:400]
-        found = _DATE.search(head)
-        cache[path] = found.group(1) if found else ""
-    return cache[path]
+def _session_date(ws: Workspace, head: str, path: str) -> str:
+    """Return the ``occurred_at`` date of a transcript (remembered per commit and path)."""
+    key = f"{head}:{path}"
+    if key not in _DATES:
+        found = _DATE.search((ws.read(path) or "")[:400])
+        _remember(_DATES, key, found.group(1) if found else "")
+    return str(_DATES[key])
+
+
+def _remember(cache: dict[str, Any], key: str, value: Any) -> Any:
+    if len(cache) >= CACHE_ENTRIES:
+        cache.pop(next(iter(cache)))
+    cache[key] = value
+    return value
+
+
+def _total_lines(ws: Workspace, head: str, hits: list[_Hit]) -> int:
+    """Estimate the number of lines in the tree: blob bytes over the mean bytes of a hit line.
+
+    One ``git ls-tree -r -l`` (sizes only, no content read; remembered per commit) stands in for
+    counting every line, which would cost a second full scan. IDF only needs the right order of
+    magnitude.
+    """
+    size = _TREE_BYTES.get(head)
+    if size is None:
+        out = git_text(["ls-tree", "-r", "-l", head], ws.path, check=False)
+        size = 0
+        for row in out.splitlines():
+            parts = row.split(None, 4)
+            if len(parts) == 5 and parts[3].isdigit() and not parts[4].startswith(INDEX):
+                size += int(parts[3])
+        _remember(_TREE_BYTES, head, size)
+    mean_len = sum(len(h.text) + 1 for h in hits) / max(len(hits), 1)
+    return max(len(hits), int(size / max(mean_len, 20.0)))
+
+
+def _speaker_terms(terms: list[str], hits: list[_Hit]) -> tuple[dict[str, str], set[str]]:
+    """Return each hit's speaker (transcript lines) and the query terms that name a speaker."""
+    speakers: dict[str, str] = {}
+    names: set[str] = set()
+    for hit in hits:
+        match = _TURN.match(hit.text)
+        if match:
+            speakers[f"{hit.path}:{hit.line}"] = match["speaker"].lower()
+            names.add(match["speaker"].lower())
+    named = {t for t in terms if len(t) >= 4 and any(n.startswith(t) for n in names)}
+    return speakers, named
+
+
+def _window(max_tokens: int) -> tuple[int, int]:
+    """Return the turns shown before and after a matching turn for a budget."""
+    if max_tokens >= WINDOW_BOTH_FROM:
+        return 1, 1
+    if max_tokens >= WINDOW_NEXT_FROM:
+        return 0, 1
+    return 0, 0
 
 
 def plan(ws: Workspace, conversation: Sequence[dict[str, str]], max_tokens: int) -> Plan:
@@ -120,9 +207,11 @@ def plan(ws: Workspace, conversation: Sequence[dict[str, str]], max_tokens: int)
     Args:
         ws: the hydrated repository (read only).
         conversation: ``[{role, content}]``, oldest first.
-        max_tokens: the budget the plan will be resolved under (used to size the candidates).
+        max_tokens: the budget the plan will be resolved under (sizes the candidates and the
+            window of turns around each match).
     """
-    if ws.head() is None:
+    head = ws.head()
+    if head is None:
         return Plan(notes="no memory yet")
     pointers = [
         Pointer(kind="file_section", path=PROFILE, start_line=1, end_line=PROFILE_HEAD_LINES,
@@ -130,7 +219,7 @@ def plan(ws: Workspace, conversation: Sequence[dict[str, str]], max_tokens: int)
     ] if ws.read(PROFILE) is not None else []
     terms = query_terms(conversation)
     recent_text = " ".join(m.get("content", "") for m in list(conversation)[-QUERY_MESSAGES:])
-    shown = {stem(w): w for w in reversed(content_words(recent_text))}
+    shown = {stem_term(w): w for w in reversed(content_words(recent_text))}
     entities = _mentioned_entities(ws, conversation)
     for path in entities:
         meta, _ = frontmatter.split(ws.read(path) or "")
@@ -142,45 +231,72 @@ def plan(ws: Workspace, conversation: Sequence[dict[str, str]], max_tokens: int)
     if not terms:
         return Plan(pointers=pointers, notes="no search terms in the conversation")
     hits = _grep(ws, terms)
+    speakers, named = _speaker_terms(terms, hits)
+    content_terms = [t for t in terms if t not in named] or terms
+    by_length = sorted(content_terms, key=len, reverse=True)
+    pattern = re.compile(r"(?<![^\W_])(" + "|".join(map(re.escape, by_length)) + ")", re.IGNORECASE)
     line_freq: dict[str, int] = defaultdict(int)
-    for hit in hits:
-        low = hit.text.lower()
-        hit.terms = {t for t in terms if t in low}
-        for term in hit.terms:
+    tf: dict[int, dict[str, int]] = {}
+    lengths: dict[int, int] = {}
+    for n, hit in enumerate(hits):
+        match = _TURN.match(hit.text)
+        body = match["content"] if match else hit.text
+        counts: dict[str, int] = defaultdict(int)
+        for found in pattern.findall(body):
+            counts[found.lower()] += 1
+        if not counts:
+            continue
+        tf[n] = counts
+        lengths[n] = max(1, len(body.split()))
+        hit.terms = set(counts)
+        for term in counts:
             line_freq[term] += 1
-    total_lines = max(len(hits), 1) * 4 + 100
-    idf = {t: math.log(1 + total_lines / (1 + line_freq[t])) for t in terms}
+    total = _total_lines(ws, head, hits)
+    idf = {
+        t: math.log(1 + (total - line_freq[t] + 0.5) / (line_freq[t] + 0.5)) for t in content_terms
+    }
+    mean_len = sum(lengths.values()) / max(len(lengths), 1)
     linked = _co_changed(ws, entities)
-    recent = _recent(ws)
-    for hit in hits:
-        hit.score = sum(idf[t] for t in hit.terms)
+    scored: list[_Hit] = []
+    for n, counts in tf.items():
+        hit = hits[n]
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths[n] / mean_len)
+        hit.score = sum(idf[t] * c * (BM25_K1 + 1) / (c + norm) for t, c in counts.items())
+        if named and speakers.get(f"{hit.path}:{hit.line}", "") and any(
+            speakers[f"{hit.path}:{hit.line}"].startswith(t) for t in named
+        ):
+            hit.score *= SPEAKER_BOOST
+        if not hit.path.startswith("sessions/"):
+            hit.score *= NOTE_WEIGHT
         if hit.path in linked:
-            hit.score *= 1.3
-        if hit.path in recent:
-            hit.score *= 1.05
+            hit.score *= 1.1
         if hit.text.startswith(("---", "name:", "cues:", "aliases:")):
             hit.score *= 0.3
-    hits.sort(key=lambda h: -h.score)
+        scored.append(hit)
+    scored.sort(key=lambda h: -h.score)
+    before, after = _window(max_tokens)
     budget_lines = max(40, max_tokens // 12)
-    dates: dict[str, str] = {}
-    chosen: dict[str, list[_Hit]] = defaultdict(list)
-    for hit in hits[:budget_lines]:
-        chosen[hit.path].append(hit)
-    for path, file_hits in chosen.items():
-        for hit in file_hits:
-            start = max(1, hit.line - NEIGHBOURS)
-            end = hit.line + NEIGHBOURS
-            date = _session_date(ws, path, dates) if path.startswith("sessions/") else ""
-            where = f"said on {date}" if date else "note"
-            pointers.append(
-                Pointer(
-                    kind="file_section", path=path, start_line=start, end_line=end,
-                    score=round(hit.score, 3),
-                    reason=f"{where}; matches {', '.join(sorted(shown.get(t, t) for t in hit.terms))}",
-                    est_tokens=len(hit.text) // 3 * (2 * NEIGHBOURS + 1),
-                )
+    said: set[str] = set()
+    for hit in scored[:budget_lines]:
+        key = " ".join(_TURN.sub(r"\g<content>", hit.text).split()).lower()
+        if key in said:  # the same words in a note and a transcript: keep the first
+            continue
+        said.add(key)
+        is_session = hit.path.startswith("sessions/")
+        date = _session_date(ws, head, hit.path) if is_session else ""
+        where = f"said on {date}" if date else "note"
+        start, end = hit.line, hit.line
+        if is_session:  # the turn before (large budgets) and the reply after
+            start, end = max(1, hit.line - before), hit.line + after
+        pointers.append(
+            Pointer(
+                kind="file_section", path=hit.path, start_line=start, end_line=end,
+                score=round(hit.score, 3),
+                reason=f"{where}; matches {', '.join(sorted(shown.get(t, t) for t in hit.terms))}",
+                est_tokens=len(hit.text) // 3 * (1 + before + after),
             )
-    return Plan(pointers=_merge(pointers), notes=f"terms: {', '.join(terms)}")
+        )
+    return Plan(pointers=_merge(pointers)[:MAX_POINTERS], notes=f"terms: {', '.join(terms)}")
 
 
 def _merge(pointers: list[Pointer]) -> list[Pointer]:
@@ -195,12 +311,14 @@ def _merge(pointers: list[Pointer]) -> list[Pointer]:
             other = merged[i]
             assert other.start_line is not None and other.end_line is not None
             assert pointer.start_line is not None and pointer.end_line is not None
-            if pointer.start_line <= other.end_line + 1 and other.start_line <= pointer.end_line + 1:
+            start, end = pointer.start_line, pointer.end_line
+            if start <= other.end_line + 1 and other.start_line <= end + 1:
                 merged[i] = other.model_copy(
                     update={
                         "start_line": min(other.start_line, pointer.start_line),
                         "end_line": max(other.end_line, pointer.end_line),
-                        "score": max(other.score, pointer.score) + 0.1 * min(other.score, pointer.score),
+                        "score": max(other.score, pointer.score)
+                        + 0.1 * min(other.score, pointer.score),
                         "est_tokens": other.est_tokens + pointer.est_tokens // 2,
                     }
                 )
