@@ -1,7 +1,8 @@
 """Retrieval function: HTTP ``POST {user_id, conversation, max_tokens}`` → context JSON.
 
 Thin by design: decode the Flask request, call :func:`memrepo.handlers.handle_context_request`,
-encode its response.
+encode its response. Every log line of the request carries its trace (``traceparent`` or
+``X-Cloud-Trace-Context``; the project from ``GOOGLE_CLOUD_PROJECT``), see :mod:`memrepo.logs`.
 """
 
 from __future__ import annotations
@@ -27,14 +28,17 @@ def _settings() -> Settings:
 def get_context(request: flask.Request) -> flask.Response:
     """Answer one context request (see :func:`memrepo.handlers.handle_context_request`)."""
     settings = _settings()
-    response = handle_context_request(
-        bootstrap.retriever(settings),
-        method=request.method,
-        body=request.get_data(cache=False),
-        headers=dict(request.headers),
-        auth_token=settings.auth_token.get_secret_value() if settings.auth_token else None,
-        default_max_tokens=settings.default_max_tokens,
-    )
+    headers = dict(request.headers)
+    project = os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("GCP_PROJECT")
+    with logs.bind(**logs.trace_fields(headers, project)):
+        response = handle_context_request(
+            bootstrap.retriever(settings),
+            method=request.method,
+            body=request.get_data(cache=False),
+            headers=headers,
+            auth_token=settings.auth_token.get_secret_value() if settings.auth_token else None,
+            default_max_tokens=settings.default_max_tokens,
+        )
     return flask.Response(
         json.dumps(response.body, ensure_ascii=False),
         status=response.status,

@@ -1,7 +1,8 @@
 """Writer function: a Pub/Sub ``messagePublished`` CloudEvent → one commit in the user's memory.
 
 Thin by design: decode, call :func:`memrepo.handlers.handle_session_message`, and let its decision
-stand — returning acknowledges the message; raising makes Pub/Sub redeliver it.
+stand — returning acknowledges the message; raising makes Pub/Sub redeliver it. When the event
+carries a ``traceparent`` extension (Eventarc's tracing), its log lines join that trace.
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ def _settings() -> Settings:
 def on_session_ended(cloud_event: CloudEvent) -> None:
     """Handle one session-end event (acknowledged on return, redelivered on exception)."""
     settings = _settings()
-    handle_session_message(
-        bootstrap.writer(settings),
-        cloud_event.get_data(),
-        max_transcript_bytes=settings.max_transcript_bytes,
-    )
+    project = os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("GCP_PROJECT")
+    trace = logs.trace_fields({"traceparent": str(cloud_event.get("traceparent") or "")}, project)
+    with logs.bind(event_id=cloud_event.get("id"), **trace):
+        handle_session_message(
+            bootstrap.writer(settings),
+            cloud_event.get_data(),
+            max_transcript_bytes=settings.max_transcript_bytes,
+        )

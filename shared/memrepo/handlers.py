@@ -16,6 +16,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -64,6 +65,7 @@ def handle_session_message(
         TransientError: (and any unexpected exception) so the function fails and Pub/Sub
             redelivers.
     """
+    started = time.monotonic()
     message_id = user_id = session_id = None
     try:
         message = parse_pubsub_envelope(cloud_event_data)
@@ -113,6 +115,7 @@ def handle_session_message(
             "generation": result.generation,
             "attempts": result.attempts,
             "writer": result.writer,
+            "elapsed_ms": round((time.monotonic() - started) * 1000, 1),
         },
     )
     return WriteOutcome(result.status, result.commit, result)
