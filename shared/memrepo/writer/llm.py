@@ -451,7 +451,7 @@ class LLMWriter(WriterEngine):
             )
         if condensed is None or len(condensed.encode()) > room:
             condensed, dropped = condense(condensed or body, room)
-            log.info("condensed in code", extra={"name": name, "dropped_lines": dropped})
+            log.info("condensed in code", extra={"entity": name, "dropped_lines": dropped})
         return frontmatter.render(meta, condensed)
 
     def _condense_with_model(
