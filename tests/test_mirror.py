@@ -188,3 +188,59 @@ def test_push_reports_up_to_date_and_refuses_a_foreign_history_without_force(tmp
 def test_unaccepted_urls_are_refused(url):
     with pytest.raises(MirrorConfigError):
         Mirror(url)
+
+
+class FakeResponse:
+    def __init__(self, status: int, payload: dict) -> None:
+        self.status_code, self._payload = status, payload
+
+    def json(self) -> dict:
+        return self._payload
+
+
+class FakeSession:
+    """The AuthorizedSession surface access_secret uses: ``get(url, timeout=...)``."""
+
+    def __init__(self, response: FakeResponse) -> None:
+        self.response, self.urls = response, []
+
+    def get(self, url: str, timeout: float) -> FakeResponse:
+        self.urls.append(url)
+        return self.response
+
+
+def test_secret_manager_token_is_read_once_and_never_echoed():
+    import base64 as b64
+
+    from memrepo.adapters.secrets import SecretConfigError, access_secret
+    from memrepo.errors import StoreUnavailable
+
+    name = "projects/p/secrets/mirror-token/versions/latest"
+    ok = FakeSession(FakeResponse(200, {"payload": {"data": b64.b64encode(
+        (TOKEN + "\n").encode()).decode()}}))
+    assert access_secret(name, session=ok) == TOKEN
+    assert ok.urls == [f"https://secretmanager.googleapis.com/v1/{name}:access"]
+    with pytest.raises(StoreUnavailable, match="403") as refused:
+        access_secret(name, session=FakeSession(FakeResponse(403, {"error": TOKEN})))
+    assert TOKEN not in str(refused.value)
+    with pytest.raises(SecretConfigError):
+        access_secret("projects/p/secrets/s")
+
+
+def test_bootstrap_wires_the_mirror_from_settings(tmp_path):
+    from memrepo import bootstrap
+    from memrepo.settings import Settings
+
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    settings = Settings.from_env({"MEMREPO_STORE": (tmp_path / "store").as_uri(),
+                                  "MEMREPO_ENGINE": "deterministic",
+                                  "MEMREPO_MIRROR_URL": str(remote),
+                                  "MEMREPO_MIRROR_TOKEN": TOKEN})
+    assert bootstrap.mirror(settings) is not None
+    assert len(bootstrap.after_save(settings)) == 1
+    result = bootstrap.writer(settings).write(parse_session_ended(event(session_id="b1")))
+    assert remote_ref(remote) == result.commit
+    assert bootstrap.mirror(Settings.from_env({"MEMREPO_STORE": settings.store_url})) is None
+    with pytest.raises(MirrorConfigError):
+        bootstrap.mirror(Settings.from_env({"MEMREPO_MIRROR_URL": "ftp://x/{user_id}"}))
