@@ -163,3 +163,31 @@ def test_reverting_the_first_session_is_refused_when_later_ones_built_on_its_fil
     three_sessions(store)
     with pytest.raises(RevertConflict, match="profile.md: the session created it"):
         revert(changer(store), "ana", "s1")
+
+
+def test_files_the_session_created_keep_what_later_sessions_added(store):
+    writer = SessionWriter(UserRepos(store), DeterministicWriter(), sleep=lambda s: None)
+    script = [("s1", "2024-05-30", S1),
+              ("s2", "2024-06-02", _turns("My friend Tom plays chess.", "Fun!")),
+              ("s3", "2024-06-09", _turns("Tom and my friend Tom's sister Lea won.", "Wow!"))]
+    for sid, day, turns in script:
+        writer.write(parse_session_ended(event(session_id=sid, occurred_at=f"{day}T09:00:00+00:00",
+                                               turns=turns)))
+    result = revert(changer(store), "ana", "s2")
+    assert {"memories/people/tom.md", "timeline/2024-06.md"} <= set(result.merged)
+    after = tree(UserRepos(store))
+    june = after["timeline/2024-06.md"]
+    assert june.startswith("# Timeline 2024-06\n\n## 2024-06-09 09:00 · s3\n")
+    assert "· s2" not in june and june.count("## ") == 1
+    tom = after["memories/people/tom.md"]  # s2 created it, s3 mentioned Tom again
+    assert "· s2 ·" not in tom and "- 2024-06-09 · s3 ·" in tom and 'name: "Tom"' in tom
+
+
+def test_a_month_file_only_the_session_wrote_is_deleted(store):
+    writer = SessionWriter(UserRepos(store), DeterministicWriter(), sleep=lambda s: None)
+    for sid, day in (("s1", "2024-05-01"), ("s2", "2024-06-01"), ("s3", "2024-05-02")):
+        writer.write(parse_session_ended(event(session_id=sid, occurred_at=f"{day}T09:00:00+00:00",
+                                               turns=S1)))
+    revert(changer(store), "ana", "s2")
+    after = tree(UserRepos(store))
+    assert "timeline/2024-06.md" not in after and "timeline/2024-05.md" in after

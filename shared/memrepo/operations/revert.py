@@ -12,7 +12,8 @@ and derived front-matter fields), regenerates ``index.md`` from the entity files
 The commit removes everything the session added (its transcript, its timeline entry, its lines
 in person files and the profile, files it created) and keeps what other sessions wrote. When a
 later session changed the very lines or fields the revert must change (or edited a file the
-session created), the revert is refused with :class:`RevertConflict` and nothing is saved.
+session created and that names it nowhere), the revert is refused with :class:`RevertConflict`
+and nothing is saved.
 
 Saving uses :class:`~memrepo.operations.apply.RepoChanger` (generation precondition, re-applied
 on the newer state after a lost race). Reverting twice is a no-op (``already-reverted``). A
@@ -31,7 +32,12 @@ from memrepo.gitcli import git, git_text
 from memrepo.ids import validate_session_id
 from memrepo.layout import INDEX
 from memrepo.operations.apply import Outcome, RepoChanger
-from memrepo.operations.revert_merge import Unresolved, revert_text
+from memrepo.operations.revert_merge import (
+    Unresolved,
+    revert_created,
+    revert_text,
+    revert_timeline,
+)
 from memrepo.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -101,27 +107,35 @@ def _unmerged(ws: Workspace) -> dict[str, set[int]]:
     return stages
 
 
-def _settle(ws: Workspace, stages: dict[str, set[int]]) -> tuple[list[str], list[str]]:
+def _settle(
+    ws: Workspace, stages: dict[str, set[int]], session_id: str
+) -> tuple[list[str], list[str]]:
     """Resolve the conflicted files; return ``(merged paths, problems)``."""
     merged: list[str] = []
     problems: list[str] = []
     for path, have in sorted(stages.items()):
         if path == INDEX:
             continue
-        if have != {1, 2, 3}:
-            what = "created" if 3 not in have else "deleted"
-            problems.append(f"{path}: the session {what} it and a later commit changed it")
+        if have not in ({1, 2, 3}, {1, 2}):
+            problems.append(f"{path}: the session deleted it and a later commit changed it")
             continue
-        base, ours, theirs = (
-            git_text(["show", f":{n}:{path}"], ws.path) for n in (1, 2, 3)
-        )
+        base, ours = (git_text(["show", f":{n}:{path}"], ws.path) for n in (1, 2))
+        text: str | None
         try:
-            text = revert_text(base, theirs, ours)
+            if have == {1, 2}:
+                text = revert_created(path, base, ours, session_id)
+            elif path.startswith("timeline/"):
+                text = revert_timeline(base, ours, session_id, created=False)
+            else:
+                text = revert_text(base, git_text(["show", f":3:{path}"], ws.path), ours)
         except Unresolved as exc:
             problems.append(f"{path}: {exc}")
             continue
-        ws.write(path, text)
-        git(["add", "--", path], ws.path)
+        if text is None:
+            git(["rm", "-q", "-f", "--", path], ws.path)
+        else:
+            ws.write(path, text)
+            git(["add", "--", path], ws.path)
         merged.append(path)
     return merged, problems
 
@@ -172,7 +186,7 @@ def revert(changer: RepoChanger, user_id: str, session_id: str) -> RevertResult:
                     f"git revert of session {session_id} ({target[:12]}) failed: "
                     f"{proc.stderr.decode('utf-8', 'replace').strip()[:300]}"
                 )
-            merged, problems = _settle(ws, stages)
+            merged, problems = _settle(ws, stages, session_id)
             if problems:
                 git(["revert", "--abort"], ws.path, check=False)
                 raise RevertConflict(

@@ -17,11 +17,22 @@ the three versions ``base`` (after the reverted commit), ``theirs`` (before it) 
   session added and regain what it removed, and ``last_*`` fields keep ``ours`` (a later session
   set them since). Any other field both sides changed is :class:`Unresolved`.
 
+Files the reverted session *created* and later sessions changed get two more rules, because the
+session's share of such a file is not "the whole file":
+
+* ``timeline/YYYY-MM.md``: the session's dated entry (its ``## … · <session id>`` block) is
+  removed; the file goes when no entry is left (:func:`revert_timeline`, also used for
+  timeline files the session only changed);
+* any other file: the lines that name the session id (a person's ``- date · <id> · …`` entry)
+  are taken as the session's share and reverted as above; the rest (front matter, heading, lines
+  of later sessions) stays. A file with no such line is :class:`Unresolved`.
+
 ``index.md`` is not merged: the caller regenerates it from the entity files.
 """
 
 from __future__ import annotations
 
+import re
 from difflib import SequenceMatcher
 from typing import Any
 
@@ -120,3 +131,56 @@ def revert_text(base: str, theirs: str, ours: str) -> str:
         return frontmatter.render(meta, "".join(body))
     lines = _revert_lines(base.splitlines(True), theirs.splitlines(True), ours.splitlines(True))
     return "".join(lines)
+
+
+_TIMELINE_ENTRY = re.compile(r"^## \d{4}-\d{2}-\d{2} ", re.MULTILINE)
+
+
+def _timeline_blocks(text: str) -> tuple[str, list[str]]:
+    starts = [m.start() for m in _TIMELINE_ENTRY.finditer(text)]
+    head = text[: starts[0]] if starts else text
+    ends = [*starts[1:], len(text)]
+    return head, [text[s:e] for s, e in zip(starts, ends, strict=True)]
+
+
+def _owned_by(block: str, session_id: str) -> bool:
+    return block.split("\n", 1)[0].endswith(f" · {session_id}")
+
+
+def revert_timeline(base: str, ours: str, session_id: str, *, created: bool) -> str | None:
+    """Return the timeline file ``ours`` without the session's entry (``None``: delete the file).
+
+    Args:
+        base: the file after the reverted commit (holds the session's entry).
+        ours: the file now.
+        session_id: the reverted session.
+        created: the session created the file (it is deleted when no entry is left).
+
+    Raises:
+        Unresolved: the entry is missing or was changed since the session wrote it.
+    """
+    mine = [b for b in _timeline_blocks(base)[1] if _owned_by(b, session_id)]
+    head, blocks = _timeline_blocks(ours)
+    found = [b for b in blocks if _owned_by(b, session_id)]
+    if len(mine) != 1 or len(found) != 1 or found[0].rstrip("\n") != mine[0].rstrip("\n"):
+        raise Unresolved(f"the timeline entry of {session_id} was changed by a later commit")
+    rest = [b for b in blocks if not _owned_by(b, session_id)]
+    if created and not rest:
+        return None
+    return head.rstrip("\n") + "\n\n" + "\n".join(b.rstrip("\n") + "\n" for b in rest)
+
+
+def revert_created(path: str, base: str, ours: str, session_id: str) -> str | None:
+    """Return ``ours`` without the share of a session that created the file (``None``: delete).
+
+    Raises:
+        Unresolved: the session's share cannot be told apart, or was changed since.
+    """
+    if path.startswith("timeline/"):
+        return revert_timeline(base, ours, session_id, created=True)
+    names = re.compile(rf"(?<![A-Za-z0-9_.-]){re.escape(session_id)}(?![A-Za-z0-9_-])")
+    theirs = "".join(line for line in base.splitlines(True) if not names.search(line))
+    if theirs == base:
+        raise Unresolved("the session created it, a later commit changed it, and no line of it "
+                         "names the session")
+    return revert_text(base, theirs, ours)
