@@ -61,3 +61,55 @@ class InMemoryStore(BundleStore):
         self._hook("list", prefix)
         with self._lock:
             return [k for k in self.objects if k.startswith(prefix)]
+
+
+class SimulatedCrash(BaseException):
+    """Raised by :class:`CrashingStore` in place of a process dying: a ``BaseException``, so no
+    ``except Exception`` in the code under test can absorb it."""
+
+
+class CrashingStore(BundleStore):
+    """A :class:`BundleStore` wrapper that "crashes" at a chosen step and records every step.
+
+    ``steps`` lists ``(op, key)`` of every primitive call (``get``, ``put``, ``delete``,
+    ``list``). ``crash_at`` is the index, counted over the calls whose op is in ``ops``, of the
+    call that raises :class:`SimulatedCrash` *before* reaching the inner store.
+    """
+
+    def __init__(
+        self, inner: BundleStore, *, crash_at: int | None = None,
+        ops: tuple[str, ...] = ("put", "delete"),
+    ) -> None:
+        self.inner = inner
+        self.url = inner.url
+        self.crash_at = crash_at
+        self.ops = ops
+        self.steps: list[tuple[str, str]] = []
+        self._counted = 0
+        self._lock = threading.Lock()
+
+    def _step(self, op: str, key: str) -> None:
+        with self._lock:
+            self.steps.append((op, key))
+            if op not in self.ops:
+                return
+            index = self._counted
+            self._counted += 1
+        if index == self.crash_at:
+            raise SimulatedCrash(f"crash before {op} {key}")
+
+    def _get(self, key: str) -> StoredObject | None:
+        self._step("get", key)
+        return self.inner.get(key)
+
+    def _put(self, key: str, data: bytes, if_generation_match: int) -> int:
+        self._step("put", key)
+        return self.inner.put(key, data, if_generation_match=if_generation_match)
+
+    def _delete(self, key: str, all_versions: bool) -> int:
+        self._step("delete", key)
+        return self.inner.delete(key, all_versions=all_versions)
+
+    def _list(self, prefix: str) -> list[str]:
+        self._step("list", prefix)
+        return self.inner.list(prefix)

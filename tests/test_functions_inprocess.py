@@ -219,6 +219,6 @@ def test_python_api_export_and_delete(tmp_path):
     )
     assert (tmp_path / "c" / "sessions" / "2024" / "05" / "s1.md").exists()
     bob_before = bob.export()
-    assert ana.delete() == 1
+    assert ana.delete() == 2  # the manifest and its base bundle
     assert ana.export() is None and bob.export() == bob_before
     assert ana.context([{"role": "user", "content": "Sarah?"}]).text == ""

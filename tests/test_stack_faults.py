@@ -164,9 +164,9 @@ def test_writer_killed_then_redelivered(stack: Stack, repos: UserRepos, crash_at
     crashy.stop()
     assert not pid_alive(pid)
 
-    stored = repos.store.get(repos.key(user))  # the previous bundle is still valid
+    stored = repos.export(user)  # the stored state (manifest and its bundles) is still valid
     assert stored is not None
-    with Workspace.hydrate(stored.data, user) as ws:
+    with Workspace.hydrate(stored, user) as ws:
         assert ws.head() is not None
     assert commits(repos, user) in (["before"], ["victim", "before"])
 

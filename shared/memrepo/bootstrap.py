@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memrepo.layout import load_ontology
@@ -32,8 +33,18 @@ if TYPE_CHECKING:
 
 @cache
 def repos(settings: Settings) -> UserRepos:
-    """Return the :class:`UserRepos` of the configured store (cached)."""
-    return UserRepos(open_store(settings.store_url), tmp_root=settings.tmp_dir)
+    """Return the :class:`UserRepos` of the configured store (cached), with the warm-instance
+    repository cache unless ``cache_max_bytes`` is 0 (see :mod:`memrepo.repocache`)."""
+    repo_cache = None
+    if settings.cache_max_bytes > 0:
+        import tempfile
+
+        from memrepo.repocache import RepoCache
+
+        root = settings.cache_dir or Path(tempfile.gettempdir()) / "memrepo-cache"
+        repo_cache = RepoCache(root, settings.cache_max_bytes)
+    return UserRepos(open_store(settings.store_url), tmp_root=settings.tmp_dir, cache=repo_cache,
+                     max_increments=settings.chain_max_increments)
 
 
 def writer_engine(settings: Settings) -> WriterEngine:

@@ -7,6 +7,9 @@ environment (or tests pass a dict) and hand the object down.
 |------------------------|----------------------------------|--------------------------------------|
 | store_url              | ``MEMREPO_STORE``                | ``file://$PWD/.memrepo``             |
 | tmp_dir                | ``MEMREPO_TMP_DIR``              | system temp dir                      |
+| cache_dir              | ``MEMREPO_CACHE_DIR``            | ``<system temp>/memrepo-cache``      |
+| cache_max_bytes        | ``MEMREPO_CACHE_MAX_BYTES``      | 268,435,456 bytes (256 MiB); 0: off  |
+| chain_max_increments   | ``MEMREPO_CHAIN_MAX_INCREMENTS`` | 64 increments before compaction      |
 | max_transcript_bytes   | ``MEMREPO_MAX_TRANSCRIPT_BYTES`` | 1,000,000 bytes                      |
 | write_max_attempts     | ``MEMREPO_WRITE_MAX_ATTEMPTS``   | 10 rounds                            |
 | auth_token             | ``MEMREPO_AUTH_TOKEN``           | none (no bearer check)               |
@@ -45,6 +48,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 _ENV = {
     "store_url": "MEMREPO_STORE",
     "tmp_dir": "MEMREPO_TMP_DIR",
+    "cache_dir": "MEMREPO_CACHE_DIR",
+    "cache_max_bytes": "MEMREPO_CACHE_MAX_BYTES",
+    "chain_max_increments": "MEMREPO_CHAIN_MAX_INCREMENTS",
     "max_transcript_bytes": "MEMREPO_MAX_TRANSCRIPT_BYTES",
     "write_max_attempts": "MEMREPO_WRITE_MAX_ATTEMPTS",
     "auth_token": "MEMREPO_AUTH_TOKEN",
@@ -79,6 +85,9 @@ class Settings(BaseModel):
 
     store_url: str = Field(default_factory=lambda: (Path.cwd() / ".memrepo").as_uri())
     tmp_dir: Path | None = None
+    cache_dir: Path | None = None
+    cache_max_bytes: int = Field(default=256 * 1024 * 1024, ge=0)
+    chain_max_increments: int = Field(default=64, ge=1, le=10_000)
     max_transcript_bytes: int = Field(default=1_000_000, gt=0)
     write_max_attempts: int = Field(default=10, ge=1, le=100)
     auth_token: SecretStr | None = None

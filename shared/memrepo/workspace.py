@@ -7,24 +7,39 @@ history: a new user's first commit is a root commit, and a bundle holding any ot
 
 Git facts relied on (git-bundle(1)): ``git bundle create`` refuses an empty range; ``git bundle
 verify`` checks a bundle's prerequisites and format; ``git bundle list-heads`` lists its refs.
+
+Workspaces made by :class:`~memrepo.repocache.RepoCache` may be *lean* or *shared*:
+
+* lean (``lazy_prefixes``): files under those prefixes (``sessions/``, the append-only event log)
+  are in the index with the skip-worktree bit (git-update-index(1) "SKIP-WORKTREE BIT") instead of
+  on disk; :meth:`Workspace.read` reads them from the index, ``git add -A`` leaves them alone, and
+  new files written under the prefix are committed as usual. Creating one costs O(files outside
+  the prefixes), not O(sessions).
+* shared (``read_only``): a full checkout several readers use at once; :meth:`write` and
+  :meth:`commit` refuse.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from memrepo.errors import CorruptBundle, GitError
 from memrepo.gitcli import git, git_text
 from memrepo.ids import branch_for
 
 log = logging.getLogger(__name__)
+
+_SHA1 = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True)
@@ -39,15 +54,75 @@ class PathOutsideRepo(ValueError):
     """Raised when a relative path would leave the repository (``..``, absolute, ``.git``)."""
 
 
+class ReadOnlyWorkspace(PermissionError):
+    """Raised when :meth:`Workspace.write` or :meth:`Workspace.commit` is called on a view."""
+
+
+#: ``git log`` format of :func:`parse_session_log`: commit, Session-Id values, Session-Digest.
+SESSION_LOG_FORMAT = (
+    "%H%x1f%(trailers:key=Session-Id,valueonly,separator=%x1f)%x1f%x1f"
+    "%(trailers:key=Session-Digest,valueonly)%x1e"
+)
+
+
+def parse_session_log(out: str) -> list[tuple[list[str], CommittedSession]]:
+    """Parse ``git log --format=SESSION_LOG_FORMAT`` output into ``(session ids, commit)`` rows.
+
+    Rows keep git's order (newest first for ``git log``).
+    """
+    rows = []
+    for record in out.split("\x1e"):
+        record = record.strip("\n")
+        if not record:
+            continue
+        commit, rest = record.split("\x1f", 1)
+        ids_part, _, digest = rest.partition("\x1f\x1f")
+        ids = [x.strip() for x in ids_part.split("\x1f") if x.strip()]
+        rows.append((ids, CommittedSession(commit=commit, digest=digest.strip() or None)))
+    return rows
+
+
 class Workspace:
     """A hydrated checkout of one user's branch. Use as a context manager; see module docstring."""
 
-    def __init__(self, path: Path, user_id: str, *, owns_dir: bool = True) -> None:
-        """Use :meth:`create` or :meth:`hydrate` instead of calling this directly."""
+    def __init__(
+        self,
+        path: Path,
+        user_id: str,
+        *,
+        owns_dir: bool = True,
+        read_only: bool = False,
+        lazy_prefixes: Sequence[str] = (),
+        sessions: Mapping[str, CommittedSession] | None = None,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        """Use :meth:`create`, :meth:`hydrate` or a :class:`~memrepo.repos.UserRepos` instead.
+
+        Args:
+            path: the work tree (its ``.git`` inside).
+            user_id: the owner; the branch is ``user/<user_id>``.
+            owns_dir: remove ``path`` on :meth:`close`.
+            read_only: refuse :meth:`write` and :meth:`commit` (a view shared by readers).
+            lazy_prefixes: path prefixes kept in the index only (see the module docstring).
+            sessions: session id → commit of every session at the current head, so
+                :meth:`find_session` needs no ``git log`` until the next :meth:`commit`.
+            on_close: called once by :meth:`close` (a cache releases its pin).
+        """
         self.path = path
         self.user_id = user_id
         self.branch = branch_for(user_id)
+        self.read_only = read_only
+        self.lazy_prefixes = tuple(lazy_prefixes)
+        #: Set by the :class:`~memrepo.repos.UserRepos` that produced this workspace.
+        self.origin: Any = None
         self._owns_dir = owns_dir
+        self._sessions = sessions
+        self._on_close = on_close
+        self._closed = False
+        self._base_of_commits: str | None = None
+        self._made: list[tuple[str, dict[str, str]]] = []
+        #: Paths written through :meth:`write` (repository-relative).
+        self.written: set[str] = set()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -105,12 +180,22 @@ class Workspace:
         refs = {h for h in heads if h.startswith("refs/")}
         if refs != {ref}:
             raise CorruptBundle(f"bundle of {self.user_id} holds refs {sorted(refs)}, not [{ref}]")
-        git(["fetch", "-q", "--no-tags", "--update-head-ok", str(bundle_file), f"+{ref}:{ref}"], self.path)
+        git(
+            ["fetch", "-q", "--no-tags", "--update-head-ok", str(bundle_file), f"+{ref}:{ref}"],
+            self.path,
+        )
 
     def close(self) -> None:
-        """Remove the temporary directory (idempotent)."""
-        if self._owns_dir:
-            shutil.rmtree(self.path, ignore_errors=True)
+        """Remove the temporary directory and release what it holds (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._owns_dir:
+                shutil.rmtree(self.path, ignore_errors=True)
+        finally:
+            if self._on_close is not None:
+                self._on_close()
 
     def __enter__(self) -> Workspace:
         return self
@@ -126,9 +211,41 @@ class Workspace:
     # -- reading -----------------------------------------------------------------------------
 
     def head(self) -> str | None:
-        """Return the commit id at the branch tip, or ``None`` for a repository with no commit."""
-        proc = git(["rev-parse", "-q", "--verify", f"refs/heads/{self.branch}"], self.path, check=False)
+        """Return the commit id at the branch tip, or ``None`` for a repository with no commit.
+
+        Reads the loose ref or ``packed-refs`` (gitrepository-layout(5)) without starting git;
+        anything unusual (a symbolic ref, a ``.git`` file) is left to ``git rev-parse``.
+        """
+        ref = f"refs/heads/{self.branch}"
+        git_dir = self.path / ".git"
+        if git_dir.is_dir():
+            try:
+                value = (git_dir / ref).read_text().strip()
+                if _SHA1.fullmatch(value):
+                    return value
+            except FileNotFoundError:
+                packed = git_dir / "packed-refs"
+                if not packed.exists():
+                    return None
+                for line in packed.read_text().splitlines():
+                    sha, _, name = line.partition(" ")
+                    if name == ref and _SHA1.fullmatch(sha):
+                        return sha
+                return None
+            except (OSError, UnicodeDecodeError):
+                pass
+        proc = git(["rev-parse", "-q", "--verify", ref], self.path, check=False)
         return proc.stdout.decode().strip() or None
+
+    def appended_commits(self, base: str) -> list[tuple[str, dict[str, str]]] | None:
+        """Return ``(commit, trailers)`` of every :meth:`commit` made here on top of ``base``.
+
+        ``None`` unless the branch was at ``base`` before the first :meth:`commit` and is still at
+        the last one (nothing else moved it), so the commits are exactly ``base..head``.
+        """
+        if self._base_of_commits != base or not self._made:
+            return None
+        return list(self._made) if self.head() == self._made[-1][0] else None
 
     def resolve(self, relpath: str) -> Path:
         """Return the absolute path of ``relpath`` inside the repository.
@@ -137,7 +254,12 @@ class Workspace:
             PathOutsideRepo: ``relpath`` is absolute, climbs out with ``..``, or enters ``.git``.
         """
         parts = Path(relpath).parts
-        if not relpath or Path(relpath).is_absolute() or ".." in parts or (parts and parts[0] == ".git"):
+        if (
+            not relpath
+            or Path(relpath).is_absolute()
+            or ".." in parts
+            or (parts and parts[0] == ".git")
+        ):
             raise PathOutsideRepo(f"path {relpath!r} is outside the repository")
         full = self.path / relpath
         root = os.path.realpath(self.path)
@@ -146,11 +268,18 @@ class Workspace:
         return full
 
     def read(self, relpath: str) -> str | None:
-        """Return the text of a file in the working tree, or ``None`` if it does not exist."""
+        """Return the text of a file in the working tree, or ``None`` if it does not exist.
+
+        In a lean workspace a path under ``lazy_prefixes`` that is not on disk is read from the
+        index (``git cat-file blob :<path>``).
+        """
         try:
             return self.resolve(relpath).read_text(encoding="utf-8")
         except FileNotFoundError:
-            return None
+            if not self.lazy_prefixes or not relpath.startswith(self.lazy_prefixes):
+                return None
+        proc = git(["cat-file", "blob", f":{relpath}"], self.path, check=False)
+        return proc.stdout.decode("utf-8", "replace") if proc.returncode == 0 else None
 
     def files(self, prefix: str = "") -> list[str]:
         """Return the sorted tracked file paths under ``prefix`` (``git ls-files``)."""
@@ -162,25 +291,27 @@ class Workspace:
     def find_session(self, session_id: str) -> CommittedSession | None:
         """Return the commit whose ``Session-Id:`` trailer is ``session_id``, if any.
 
-        Uses ``git log --grep`` to narrow, then the parsed trailers (git-interpret-trailers(1))
-        to match exactly.
+        Uses the session map the workspace was created with when it has one (O(1)); otherwise
+        ``git log --grep`` to narrow, then the parsed trailers (git-interpret-trailers(1)) to
+        match exactly (O(history)).
         """
+        if self._sessions is not None:
+            return self._sessions.get(session_id)
         if self.head() is None:
             return None
-        fmt = "%H%x1f%(trailers:key=Session-Id,valueonly,separator=%x1f)%x1f%x1f%(trailers:key=Session-Digest,valueonly)%x1e"
         out = git_text(
-            ["log", "-F", f"--grep=Session-Id: {session_id}", f"--format={fmt}", self.branch],
+            [
+                "log",
+                "-F",
+                f"--grep=Session-Id: {session_id}",
+                f"--format={SESSION_LOG_FORMAT}",
+                self.branch,
+            ],
             self.path,
         )
-        for record in out.split("\x1e"):
-            record = record.strip("\n")
-            if not record:
-                continue
-            commit, rest = record.split("\x1f", 1)
-            ids_part, _, digest = rest.partition("\x1f\x1f")
-            ids = [x.strip() for x in ids_part.split("\x1f")]
+        for ids, found in parse_session_log(out):
             if session_id in ids:
-                return CommittedSession(commit=commit, digest=digest.strip() or None)
+                return found
         return None
 
     # -- writing -----------------------------------------------------------------------------
@@ -190,8 +321,12 @@ class Workspace:
 
         Raises:
             PathOutsideRepo: the path is outside the repository.
+            ReadOnlyWorkspace: the workspace is a shared read-only view.
         """
+        if self.read_only:
+            raise ReadOnlyWorkspace(f"{self.path} is a read-only view; {relpath!r} not written")
         full = self.resolve(relpath)
+        self.written.add(relpath)
         full.parent.mkdir(parents=True, exist_ok=True)
         full.write_text(text, encoding="utf-8")
 
@@ -207,14 +342,29 @@ class Workspace:
 
         Raises:
             GitError: nothing to commit, or git failed.
+            ReadOnlyWorkspace: the workspace is a shared read-only view.
         """
+        if self.read_only:
+            raise ReadOnlyWorkspace(f"{self.path} is a read-only view; nothing committed")
+        self._sessions = None  # the map describes the old head only
+        before = self.head()
+        if not self._made:
+            self._base_of_commits = before
+        elif before != self._made[-1][0]:
+            self._base_of_commits = None  # moved by something else: no longer a plain append
         git(["add", "-A", "."], self.path)
         body = message.strip() + "\n\n" + "\n".join(f"{k}: {v}" for k, v in trailers.items()) + "\n"
         env = {"GIT_AUTHOR_DATE": author_date.isoformat()} if author_date else None
-        git(["commit", "-q", "--no-verify", "--allow-empty", "-F", "-"], self.path, env=env, input=body.encode())
+        git(
+            ["commit", "-q", "--no-verify", "--allow-empty", "-F", "-"],
+            self.path,
+            env=env,
+            input=body.encode(),
+        )
         head = self.head()
-        if head is None:
+        if head is None or head == before:
             raise GitError("commit produced no head")
+        self._made.append((head, dict(trailers)))
         return head
 
     def bundle(self) -> bytes:

@@ -78,6 +78,7 @@ class RepoChanger:
         max_backoff_s: float = 2.0,
         sleep: Callable[[float], None] = time.sleep,
         after_save: Sequence[AfterSave] = (),
+        lean: bool = False,
     ) -> None:
         """Args:
         repos: the user repositories.
@@ -86,6 +87,8 @@ class RepoChanger:
         max_backoff_s: backoff ceiling in seconds.
         sleep: the sleep function (tests pass a fake clock).
         after_save: hooks run after each successful save (failures logged, never raised).
+        lean: check out lean workspaces (``UserRepos.checkout(lean=True)``: ``sessions/`` in
+            the index only) for changes that only use the :class:`Workspace` API and add files.
         """
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -94,6 +97,7 @@ class RepoChanger:
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.after_save = list(after_save)
+        self.lean = lean
         self._sleep = sleep
 
     def apply(
@@ -122,7 +126,7 @@ class RepoChanger:
         """
         extra = {"user_id": user_id, **(log_extra or {})}
         for attempt in range(1, self.max_attempts + 1):
-            ws, token = self.repos.checkout(user_id)
+            ws, token = self.repos.checkout(user_id, lean=self.lean)
             with ws:
                 outcome = change(ws)
                 if not outcome.save:

@@ -154,7 +154,7 @@ class Retriever:
         except InvalidEvent as exc:
             raise InvalidRequest(str(exc)) from exc
         tokens.encoding()  # loaded once per process (~0.3 s), never inside the fallback's reserve
-        ws, _ = self.repos.checkout(user_id)
+        ws, _ = self.repos.checkout(user_id, read_only=True)
         timings: dict[str, float] = {"hydrate_ms": (time.monotonic() - started) * 1000}
         with ws:
             engine = "deterministic"

@@ -108,6 +108,7 @@ class SessionWriter:
             max_backoff_s=max_backoff_s,
             sleep=sleep,
             after_save=after_save,
+            lean=True,  # the engines read through the Workspace API and only add transcripts
         )
 
     def write(self, event: SessionEnded) -> WriteResult:
