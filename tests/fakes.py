@@ -52,8 +52,21 @@ class InMemoryStore(BundleStore):
     def _delete(self, key: str, all_versions: bool) -> int:
         self._hook("delete", key)
         with self._lock:
-            count = int(self.objects.pop(key, None) is not None)
+            live = self.objects.pop(key, None)
+            count = int(live is not None)
             if all_versions:
+                count += len(self.noncurrent.pop(key, []))
+            elif live is not None:  # a versioned bucket keeps the deleted version as noncurrent
+                self.noncurrent.setdefault(key, []).append(live)
+            return count
+
+    def _purge(self, prefix: str) -> int:
+        self._hook("purge", prefix)
+        with self._lock:
+            keys = {k for k in [*self.objects, *self.noncurrent] if k.startswith(prefix)}
+            count = 0
+            for key in keys:
+                count += int(self.objects.pop(key, None) is not None)
                 count += len(self.noncurrent.pop(key, []))
             return count
 
@@ -109,6 +122,10 @@ class CrashingStore(BundleStore):
     def _delete(self, key: str, all_versions: bool) -> int:
         self._step("delete", key)
         return self.inner.delete(key, all_versions=all_versions)
+
+    def _purge(self, prefix: str) -> int:
+        self._step("purge", prefix)
+        return self.inner.purge(prefix)
 
     def _list(self, prefix: str) -> list[str]:
         self._step("list", prefix)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from fakes import InMemoryStore
 from helpers import event
-
 from memrepo.events import parse_session_ended
 from memrepo.repos import UserRepos
 from memrepo.writer import DeterministicWriter, SessionWriter

@@ -34,6 +34,16 @@ def contract(store: BundleStore) -> None:
         with pytest.raises(ValueError):
             store.get(bad)
 
+    # purge: every version under one prefix, nothing beside it
+    store.put("users/p/one", b"1", if_generation_match=0)
+    g = store.put("users/p/two", b"2", if_generation_match=0)
+    store.put("users/p/two", b"2b", if_generation_match=g)
+    assert store.purge("users/p/") >= 2
+    assert store.list("users/p/") == []
+    assert store.list("users/") == ["users/ab/memory.bundle"]
+    with pytest.raises(ValueError):
+        store.purge("")
+
     # two writers racing on one generation: exactly one wins
     base = store.put("race", b"0", if_generation_match=0)
     wins: list[int] = []

@@ -73,6 +73,7 @@ class _Origin:
     user_id: str
     manifest: Manifest | None
     generation: int
+    legacy: bool = False
 
 
 class UserRepos:
@@ -150,8 +151,9 @@ class UserRepos:
         missing: tuple[str, int] | None = None
         for _ in range(_MISSING_RETRIES):
             manifest, generation = self.read_manifest(user_id)
+            legacy = False
             if manifest is None:
-                ws = self._checkout_legacy(user_id)
+                ws, legacy = self._checkout_legacy(user_id)
             else:
                 if missing is not None and missing[1] == generation:
                     raise CorruptBundle(f"{missing[0]} is referenced by the manifest but missing")
@@ -163,15 +165,16 @@ class UserRepos:
                     missing = (exc.key, generation)
                     continue
             ws.read_only = ws.read_only or read_only
-            ws.origin = _Origin(user_id, manifest, generation)
+            ws.origin = _Origin(user_id, manifest, generation, legacy)
             return ws, generation
         raise StoreUnavailable(
             f"manifest of {user_id} kept changing during {_MISSING_RETRIES} reads"
         )
 
-    def _checkout_legacy(self, user_id: str) -> Workspace:
+    def _checkout_legacy(self, user_id: str) -> tuple[Workspace, bool]:
         stored = self.store.get(legacy_key(user_id))
-        return Workspace.hydrate(stored.data if stored else None, user_id, tmp_root=self.tmp_root)
+        ws = Workspace.hydrate(stored.data if stored else None, user_id, tmp_root=self.tmp_root)
+        return ws, stored is not None
 
     def _checkout_manifest(
         self, manifest: Manifest, generation: int, read_only: bool, lean: bool
@@ -251,7 +254,7 @@ class UserRepos:
                     f"{manifest_key(ws.user_id)}: live generation is {live}, "
                     f"save expected {generation}"
                 )
-            origin = _Origin(ws.user_id, manifest, live)
+            origin = _Origin(ws.user_id, manifest, live, legacy=manifest is None)
         tip = ws.head()
         if tip is None:
             raise GitError(f"cannot save {ws.branch}: it has no commit")
@@ -298,10 +301,10 @@ class UserRepos:
                             extra={"user_id": ws.user_id, "error": f"{type(exc).__name__}: {exc}"})
                 self.cache.forget(self.store.url, ws.user_id)
         superseded = (old.keys() - new.keys()) if old is not None else set()
-        if old is None:
+        if origin.legacy:
             superseded.add(legacy_key(ws.user_id))
         self._delete_quietly(sorted(superseded))
-        if kind in ("compaction", "base"):
+        if kind == "compaction" or (kind == "base" and (old is not None or origin.legacy)):
             try:
                 self.collect_garbage(ws.user_id)
             except Exception as exc:  # noqa: BLE001 - garbage waits for the next collection
@@ -413,7 +416,7 @@ class UserRepos:
         keys = self.store.list(prefix)
         first = [k for k in keys if k == manifest_key(user_id)]
         count = sum(self.store.delete(k, all_versions=True) for k in first)
-        count += sum(self.store.delete(k, all_versions=True) for k in keys if k not in first)
+        count += self.store.purge(prefix)  # noncurrent versions of deleted parts too
         if self.cache is not None:
             self.cache.forget(self.store.url, user_id)
         return count

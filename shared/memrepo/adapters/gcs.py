@@ -103,6 +103,16 @@ class GCSStore(BundleStore):
                 return 0
             raise _translate(exc, f"delete {name}") from exc
 
+    def _purge(self, prefix: str) -> int:
+        full = self._name(prefix)
+        try:
+            blobs = self._client_list(full, versions=True)
+            for blob in blobs:
+                self._b().delete_blob(blob.name, generation=blob.generation)
+            return len(blobs)
+        except Exception as exc:  # noqa: BLE001 - translated below
+            raise _translate(exc, f"purge {full}") from exc
+
     def _client_list(self, prefix: str, *, versions: bool = False) -> list[Any]:
         return list(self._b().list_blobs(prefix=prefix, versions=versions))
 

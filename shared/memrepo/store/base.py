@@ -93,6 +93,31 @@ class BundleStore(ABC):
             check_key(prefix.rstrip("/"))
         return sorted(self._list(prefix))
 
+    def purge(self, prefix: str) -> int:
+        """Delete every version of every object under ``prefix``, live or noncurrent.
+
+        On a versioned bucket, objects deleted earlier (old increments, replaced bases) live on as
+        noncurrent versions until the lifecycle rule removes them; erasure (GDPR/CCPA) must not
+        wait for that. See https://cloud.google.com/storage/docs/object-versioning.
+
+        Args:
+            prefix: a key prefix ending in ``/`` (``users/<id>/``); never empty.
+
+        Returns:
+            The number of object versions deleted.
+
+        Raises:
+            ValueError: an empty or unsafe prefix. StoreUnavailable: a transient failure.
+        """
+        if not prefix.endswith("/"):
+            raise ValueError("purge needs a prefix ending in '/'")
+        check_key(prefix.rstrip("/"))
+        return self._purge(prefix)
+
+    def _purge(self, prefix: str) -> int:
+        """Default: delete the live objects listed under ``prefix`` with all their versions."""
+        return sum(self._delete(k, True) for k in self._list(prefix))
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release clients or handles; the default does nothing."""
 
