@@ -175,7 +175,7 @@ def replay(conv: locomo.Conversation, root: Path) -> UserRepos:
 
 
 def _records(conv: locomo.Conversation, limit: int) -> list[QuestionRecord]:
-    records = []
+    records: list[QuestionRecord] = []
     for number, q in enumerate(conv.questions):
         if limit and len(records) >= limit:
             break
@@ -372,7 +372,7 @@ def evaluate_conversation(
         ]
         progress(f"{conv.sample_id}: {len(jobs)} answers to ask and judge")
         with ThreadPoolExecutor(max_workers=max(1, config.workers)) as pool:
-            list(pool.map(lambda job: _answer_one(*job, speakers, config), jobs))
+            list(pool.map(lambda job: _answer_one(job[0], job[1], job[2], speakers, config), jobs))
     facts = {
         "sessions": len(conv.events),
         "turns": len(docs),
