@@ -519,10 +519,13 @@ def test_cache_is_bounded_lru_and_spares_what_is_in_use(caches):
     cache = caches()
     repos = repos_on(store, cache)
     write(repos, "s1", user="u1")
+    write(repos, "s1", user="u2")
+    assert cache.describe()["entries"] == 0  # a new user's first write leaves the cache alone
+    history(repos, "u1")  # checkouts fill it
     one = cache.total_bytes()
     assert one > 0
     cache.max_bytes = int(one * 1.5)
-    write(repos, "s1", user="u2")  # u1 is least recently used: evicted
+    history(repos, "u2")  # u1 is least recently used: evicted
     assert cache.describe()["entries"] == 1 and cache.stats["evictions"] == 1
     cold = cache.stats["cold"]
     history(repos, "u2")

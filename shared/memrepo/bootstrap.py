@@ -1,8 +1,10 @@
 """The composition root: build the real adapters and services from :class:`Settings`, lazily.
 
 Entry points (functions, CLI) call :func:`writer` / :func:`retriever` on first use; nothing is
-built at import. Results are cached per (frozen, hashable) settings object, so a warm instance
-reuses its clients.
+built at import, and nothing beyond :class:`Settings` is imported either: each builder imports
+what it needs, so the writer function never loads the retrieval engine and vice versa (a cold
+start pays for its own path only). Results are cached per (frozen, hashable) settings object, so
+a warm instance reuses its clients.
 """
 
 from __future__ import annotations
@@ -12,29 +14,24 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memrepo.layout import load_ontology
-from memrepo.operations.apply import AfterSave, RepoChanger
-from memrepo.repos import UserRepos
-from memrepo.retrieval.service import Retriever
 from memrepo.settings import Settings
-from memrepo.store import open_store
-from memrepo.writer import (
-    DeterministicWriter,
-    FallbackWriter,
-    LLMWriter,
-    SessionWriter,
-    WriterEngine,
-)
 
 if TYPE_CHECKING:
+    from memrepo.operations.apply import AfterSave, RepoChanger
     from memrepo.operations.mirror import Mirror
     from memrepo.operations.rebuild import Rebuilder
+    from memrepo.repos import UserRepos
+    from memrepo.retrieval.service import Retriever
+    from memrepo.writer import SessionWriter, WriterEngine
 
 
 @cache
 def repos(settings: Settings) -> UserRepos:
     """Return the :class:`UserRepos` of the configured store (cached), with the warm-instance
     repository cache unless ``cache_max_bytes`` is 0 (see :mod:`memrepo.repocache`)."""
+    from memrepo.repos import UserRepos
+    from memrepo.store import open_store
+
     repo_cache = None
     if settings.cache_max_bytes > 0:
         import tempfile
@@ -58,11 +55,15 @@ def writer_engine(settings: Settings) -> WriterEngine:
     Raises:
         OSError, ValueError: the ontology file cannot be read or is invalid.
     """
+    from memrepo.layout import load_ontology
+    from memrepo.writer.deterministic import DeterministicWriter
+
     ontology = load_ontology(settings.ontology_path)
     deterministic = DeterministicWriter(ontology)
     if not settings.use_llm:
         return deterministic
     from memrepo.llm.client import OpenAIChat
+    from memrepo.writer import FallbackWriter, LLMWriter
 
     llm = LLMWriter(
         OpenAIChat.from_settings(settings, "writer"),
@@ -77,6 +78,8 @@ def writer_engine(settings: Settings) -> WriterEngine:
 @cache
 def writer(settings: Settings) -> SessionWriter:
     """Return the session writer for ``settings`` (engine: see :func:`writer_engine`)."""
+    from memrepo.writer.service import SessionWriter
+
     return SessionWriter(
         repos(settings),
         writer_engine(settings),
@@ -128,6 +131,8 @@ def after_save(settings: Settings) -> list[AfterSave]:
 @cache
 def changer(settings: Settings) -> RepoChanger:
     """Return the change runner for operations (revert, onboard, rebuild's save), cached."""
+    from memrepo.operations.apply import RepoChanger
+
     return RepoChanger(
         repos(settings), max_attempts=settings.write_max_attempts, after_save=after_save(settings)
     )
@@ -155,6 +160,8 @@ def retriever(settings: Settings) -> Retriever:
     request's ``deadline_ms`` (else ``retrieval_deadline_ms``) bounds hydration, the agent, the
     fallback and the resolver.
     """
+    from memrepo.retrieval.service import Retriever
+
     agent = None
     if settings.use_llm:
         from memrepo.llm.client import OpenAIChat

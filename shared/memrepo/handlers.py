@@ -20,15 +20,17 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from memrepo.conversation import parse_conversation
 from memrepo.envelope import parse_pubsub_envelope
 from memrepo.errors import InvalidRequest, PermanentError, TransientError, Unauthorized
 from memrepo.events import parse_session_ended
 from memrepo.ids import validate_user_id
-from memrepo.retrieval.service import Retriever
-from memrepo.writer.service import SessionWriter, WriteResult
+
+if TYPE_CHECKING:  # imported by the entry points' builders; a cold start loads its path only
+    from memrepo.retrieval.service import Retriever
+    from memrepo.writer.service import SessionWriter, WriteResult
 
 log = logging.getLogger(__name__)
 

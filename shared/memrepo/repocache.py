@@ -260,12 +260,16 @@ class RepoCache:
         loose objects are linked into the entry, its index (skip-worktree bits added for the new
         lazy paths) becomes the entry's writer index, and the session map is extended from the
         commits' trailers — one git process, O(session). Otherwise the parts in ``prefetched``
-        (the bytes just uploaded) are applied like any sync.
+        (the bytes just uploaded) are applied like any sync. A user the cache holds no entry
+        for is left out (entries are made by checkouts; a new user's first write stays cheap).
 
         Raises:
             CorruptBundle, GitError, StoreUnavailable, OSError: the entry could not be updated
             (the caller may :meth:`forget` it; the stored state is unaffected).
         """
+        with self._lock:
+            if (store.url, manifest.user_id) not in self._entries:
+                return
         if (ws is not None and appended and base is not None and self.lazy_prefixes
                 and ws.lazy_prefixes == self.lazy_prefixes and manifest.tip == appended[-1][0]):
             with self._lock:

@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -119,6 +120,7 @@ class Workspace:
         self._sessions = sessions
         self._on_close = on_close
         self._closed = False
+        self._root: str | None = None
         self._base_of_commits: str | None = None
         self._made: list[tuple[str, dict[str, str]]] = []
         #: Paths written through :meth:`write` (repository-relative).
@@ -262,10 +264,24 @@ class Workspace:
         ):
             raise PathOutsideRepo(f"path {relpath!r} is outside the repository")
         full = self.path / relpath
-        root = os.path.realpath(self.path)
-        if not os.path.realpath(full).startswith(root + os.sep):
-            raise PathOutsideRepo(f"path {relpath!r} resolves outside the repository")
+        root = self._real_root()
+        current = root
+        for part in parts:  # lstat only inside the repository; realpath only past a symlink
+            current = os.path.join(current, part)
+            try:
+                mode = os.lstat(current).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                break  # what does not exist cannot be a link
+            if stat.S_ISLNK(mode):
+                if not os.path.realpath(full).startswith(root + os.sep):
+                    raise PathOutsideRepo(f"path {relpath!r} resolves outside the repository")
+                break
         return full
+
+    def _real_root(self) -> str:
+        if self._root is None:
+            self._root = os.path.realpath(self.path)
+        return self._root
 
     def read(self, relpath: str) -> str | None:
         """Return the text of a file in the working tree, or ``None`` if it does not exist.

@@ -153,10 +153,13 @@ class Retriever:
             validate_user_id(user_id)
         except InvalidEvent as exc:
             raise InvalidRequest(str(exc)) from exc
-        tokens.encoding()  # loaded once per process (~0.3 s), never inside the fallback's reserve
         ws, _ = self.repos.checkout(user_id, read_only=True)
-        timings: dict[str, float] = {"hydrate_ms": (time.monotonic() - started) * 1000}
         with ws:
+            if ws.head() is not None:
+                # loaded once per process (~0.4 s, ~60 MB), never inside the fallback's reserve,
+                # and not at all for a user without memory (nothing to count)
+                tokens.encoding()
+            timings: dict[str, float] = {"hydrate_ms": (time.monotonic() - started) * 1000}
             engine = "deterministic"
             reason: str | None = None
             meta: dict[str, Any] = {}
