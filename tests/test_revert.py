@@ -17,7 +17,7 @@ from memrepo.writer.base import CommitPlan, WriterEngine
 
 def _turns(user: str, bot: str) -> list[dict[str, str]]:
     return [{"speaker": "Ana", "role": "user", "content": user},
-            {"speaker": "Bot", "role": "assistant", "content": bot}]
+            {"speaker": "Bot", "role": "other", "content": bot}]  # a third party: a person file
 
 
 S1 = _turns("My sister Sarah starts at the bakery on Monday.", "Congratulations to Sarah!")

@@ -42,7 +42,6 @@ def test_first_session_creates_the_layout(writer):
         assert generation == result.generation
         assert ws.files() == [
             "index.md",
-            "memories/people/bot.md",
             "memories/people/sarah.md",
             "profile.md",
             "sessions/2024/05/s1.md",
@@ -74,7 +73,7 @@ def test_index_matches_entity_files_exactly(writer):
         files = {p: ws.read(p) or "" for p in ws.files("memories/")}
         assert ws.read("index.md") == index_md.render(files)
         names = {frontmatter.split(t)[0]["name"] for t in files.values()}
-        assert names == {"Bot", "Sarah", "Tom"}
+        assert names == {"Sarah", "Tom"}  # the assistant is not a person of the user's life
 
 
 def test_one_commit_per_session_even_when_redelivered(writer, store):
@@ -158,8 +157,9 @@ def test_bundle_with_foreign_ref_is_refused(writer, store):
     with pytest.raises(CorruptBundle, match="refs"):
         writer.repos.checkout("bob")
     store.delete("users/bob/memory.bundle")
-    stolen = Part.of("users/bob/bundles/0000000000001-base-" + "0" * 32 + ".bundle",
-                     ana.base.tip, data)
+    stolen = Part.of(
+        "users/bob/bundles/0000000000001-base-" + "0" * 32 + ".bundle", ana.base.tip, data
+    )
     store.put(stolen.key, data, if_generation_match=0)
     store.put("users/bob/manifest.json", Manifest("bob", stolen).to_bytes(), if_generation_match=0)
     with pytest.raises(CorruptBundle, match="refs"):
@@ -232,3 +232,29 @@ def test_deterministic_session_keeps_other_sections_of_a_person_file(writer):
     assert "## Notes\n- Likes cardamom buns." in text
     sessions = text.split("## Sessions\n", 1)[1].split("\n## ", 1)[0]
     assert "· s1 ·" in sessions and "· s2 ·" in sessions
+
+
+def test_profile_dates_and_statements_follow_session_dates_not_arrival(writer):
+    for sid, when in [("march", "2024-03-01"), ("january", "2024-01-05"), ("may", "2024-05-09")]:
+        write(
+            writer,
+            session_id=sid,
+            occurred_at=f"{when}T10:00:00+00:00",
+            turns=[
+                {
+                    "speaker": "Ana",
+                    "role": "user",
+                    "content": f"I am planning my {sid} garden party.",
+                },
+            ],
+        )
+    ws, _ = writer.repos.checkout("ana")
+    with ws:
+        meta, body = frontmatter.split(ws.read("profile.md") or "")
+    assert (meta["first_date"], meta["last_date"], meta["sessions"]) == (
+        "2024-01-05",
+        "2024-05-09",
+        3,
+    )
+    said = [line[2:12] for line in body.splitlines() if line.startswith("- 2")]
+    assert said == ["2024-01-05", "2024-03-01", "2024-05-09"]

@@ -29,14 +29,16 @@ from memrepo.retrieval.service import ContextResult
 from memrepo.settings import Settings
 from memrepo.writer.service import WriteResult
 
+_ASSISTANT_NAMES = frozenset({"bot", "ai", "assistant", "agent"})
 _LINE = re.compile(r"^(?P<speaker>[^:\n]{1,100}):\s?(?P<content>.*)$")
 
 
 def parse_transcript_text(text: str) -> list[dict[str, str]]:
     """Split a plain transcript (``Speaker: text`` lines) into turns.
 
-    The speakers ``user``/``assistant`` (any case) keep those roles; otherwise the first speaker
-    is the user and the others are ``other``. Lines without a ``Speaker:`` prefix continue the
+    The speakers ``user``/``assistant`` (any case) keep those roles, and ``bot``/``ai`` are the
+    assistant; otherwise the first speaker is the user and the others are ``other``. Lines
+    without a ``Speaker:`` prefix continue the
     previous turn.
 
     Raises:
@@ -50,9 +52,12 @@ def parse_transcript_text(text: str) -> list[dict[str, str]]:
             speaker = match["speaker"].strip()
             first = first or speaker
             low = speaker.lower()
-            role = (
-                low if low in ("user", "assistant") else ("user" if speaker == first else "other")
-            )
+            if low in ("user", "assistant"):
+                role = low
+            elif low in _ASSISTANT_NAMES:
+                role = "assistant"
+            else:
+                role = "user" if speaker == first else "other"
             turns.append({"speaker": speaker, "role": role, "content": match["content"]})
         elif turns:
             turns[-1]["content"] += "\n" + line
@@ -76,16 +81,22 @@ class Memory:
         """Commit one session (idempotent by session id) and save the bundle.
 
         Args:
-            event: a :class:`SessionEnded` or its JSON dict (``user_id`` may be omitted).
+            event: a :class:`SessionEnded` or its JSON dict (``user_id`` may be omitted; a
+                missing ``occurred_at`` means now).
 
         Raises:
             InvalidEvent, SessionConflict: permanent errors. StoreUnavailable,
             ConflictRetriesExhausted: transient ones (retry).
         """
         if not isinstance(event, SessionEnded):
+            if not isinstance(event, dict):
+                raise InvalidEvent(
+                    f"event must be a SessionEnded or a dict, got {type(event).__name__}"
+                )
             event = parse_session_ended(
                 {"user_id": self.user_id, **event},
                 max_transcript_bytes=self.settings.max_transcript_bytes,
+                default_occurred_at=datetime.now(UTC),
             )
         if event.user_id != self.user_id:
             raise InvalidEvent(f"event is for user {event.user_id!r}, not {self.user_id!r}")
@@ -99,15 +110,30 @@ class Memory:
         Raises:
             InvalidRequest: a bad conversation or budget.
         """
-        messages = parse_conversation(list(conversation))
+        messages = parse_conversation(conversation)
         return bootstrap.retriever(self.settings).context(
-            self.user_id, messages, max_tokens or self.settings.default_max_tokens
+            self.user_id,
+            messages,
+            self.settings.default_max_tokens if max_tokens is None else max_tokens,
         )
 
     def process_and_commit_session(
         self, conversation_text: str, session_id: str, occurred_at: datetime | None = None
     ) -> WriteResult:
-        """DiffMem's call: commit a plain ``Speaker: text`` transcript as one session."""
+        """DiffMem's call: commit a plain ``Speaker: text`` transcript as one session.
+
+        Args:
+            conversation_text: ``Speaker: text`` lines (see :func:`parse_transcript_text`).
+            session_id: the session id (see :mod:`memrepo.ids`).
+            occurred_at: when the session happened (default: now, UTC).
+
+        Raises:
+            InvalidEvent: the text or id is not valid.
+        """
+        if not isinstance(conversation_text, str):
+            raise InvalidEvent(
+                f"conversation_text must be a string, got {type(conversation_text).__name__}"
+            )
         return self.write_session(
             {
                 "session_id": session_id,

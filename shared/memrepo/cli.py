@@ -156,7 +156,8 @@ def log(user: str, limit: Annotated[int, typer.Option("-n")] = 0) -> None:
 @app.command("run")
 def run_command(user: str, command: str) -> None:
     """Run COMMAND through the retrieval agent's sandbox on USER's memory and print what the agent
-    would read (status line and framed output, refusals included). Exits 126 when refused."""
+    would read (status line and framed output, refusals included). Exits 126 when refused, else
+    with the command's own exit status."""
     from memrepo.retrieval.run_tool import RunTool
 
     try:
@@ -170,6 +171,8 @@ def run_command(user: str, command: str) -> None:
     typer.echo(done.text)
     if done.result.refused:
         raise typer.Exit(126)
+    if done.result.exit_code != 0:
+        raise typer.Exit(done.result.exit_code)
 
 
 def _emit(data: object) -> None:
@@ -337,7 +340,7 @@ def blame(
 
 @app.command()
 def export(user: str, file: Path) -> None:
-    """Write the user's memory as a git bundle to FILE (``git clone FILE`` reads it)."""
+    """Write the user's memory as a git bundle to FILE (``git clone -b user/USER FILE``)."""
     try:
         data = bootstrap.repos(_settings()).export(user)
         if data is None:
@@ -368,8 +371,17 @@ def delete(
 
 
 def main() -> None:
-    """Run the CLI."""
-    app()
+    """Run the CLI; a bad input or setting ends with one ``error:`` line and exit status 2.
+
+    Errors of the user's making (memrepo's permanent and transient errors, invalid settings or
+    files, which pydantic and the loaders raise as ``ValueError``, and ``OSError``) are reported in
+    one line; anything else is a bug and keeps its traceback.
+    """
+    try:
+        app()
+    except (MemrepoError, ValueError, OSError) as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise SystemExit(2) from exc
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ def parse_conversation(value: Any) -> list[dict[str, str]]:
         messages = _MESSAGES.validate_python(value)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise InvalidRequest(f"conversation[{where}]: {first['msg']}") from exc
+        index, *field = first["loc"]
+        where = f"conversation[{index}]" + "".join(f".{f}" for f in field)
+        raise InvalidRequest(f"{where}: {first['msg']}") from exc
     return [{"role": m.role, "content": m.content} for m in messages]

@@ -179,8 +179,12 @@ def handle_context_request(
                 "request body is empty; expected JSON {user_id, conversation, max_tokens}"
             )
         try:
-            request = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidRequest("request body is not UTF-8 text") from exc
+        try:
+            request = json.loads(text)
+        except json.JSONDecodeError as exc:
             raise InvalidRequest(f"request body is not JSON: {exc}") from exc
         if not isinstance(request, dict):
             raise InvalidRequest("request body must be a JSON object")

@@ -67,7 +67,19 @@ def evidence_ids(raw: list[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
 def conversation(
     item: dict[str, Any], user_id: str, *, now: datetime | None = None
 ) -> Conversation:
-    """Turn one raw LoCoMo item into events for ``user_id`` and its questions."""
+    """Turn one raw LoCoMo item into events for ``user_id`` and its questions.
+
+    Raises:
+        ValueError: the item is not a LoCoMo conversation (a key is missing or of the wrong type).
+        InvalidEvent: a session fails event validation.
+    """
+    try:
+        return _conversation(item, user_id, now=now)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a LoCoMo conversation: {type(exc).__name__}: {exc}") from exc
+
+
+def _conversation(item: dict[str, Any], user_id: str, *, now: datetime | None) -> Conversation:
     conv = item["conversation"]
     user, other = conv["speaker_a"], conv["speaker_b"]
     numbers = sorted(

@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 _ENV = {
     "store_url": "MEMREPO_STORE",
@@ -132,6 +132,21 @@ class Settings(BaseModel):
             values["llm_api_key"] = key
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+    @model_validator(mode="after")
+    def _key_for_hosted_endpoints(self) -> Settings:
+        """Refuse ``engine=llm`` against a hosted endpoint with no API key (every call would 401).
+
+        A local server (llama.cpp, vLLM) may need no key, so only the known hosted base URLs are
+        checked.
+        """
+        hosted = any(h in self.llm_base_url for h in ("openrouter.ai", "api.openai.com"))
+        if self.engine == "llm" and self.llm_api_key is None and hosted:
+            raise ValueError(
+                f"MEMREPO_ENGINE=llm with {self.llm_base_url} needs OPENROUTER_API_KEY or "
+                "OPENAI_API_KEY (or MEMREPO_LLM_BASE_URL pointing at a server that takes none)"
+            )
+        return self
 
     @property
     def use_llm(self) -> bool:

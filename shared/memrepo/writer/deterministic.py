@@ -61,7 +61,9 @@ def _canonical(name: str, speakers: Counter[str], known: dict[str, str]) -> str:
 def _people(event: SessionEnded, known: dict[str, str]) -> list[_Person]:
     """Return the people of a session: non-user speakers, then names the speakers mention."""
     user_names = {t.speaker for t in event.turns if t.role == "user"}
-    spoke: Counter[str] = Counter(t.speaker for t in event.turns if t.speaker not in user_names)
+    # the assistant (the bot itself) is not a person in the user's life
+    bot_names = {t.speaker for t in event.turns if t.role == "assistant"} - user_names
+    spoke: Counter[str] = Counter(t.speaker for t in event.turns if t.role == "other")
     mentions: Counter[str] = Counter()
     cued: set[str] = set()
     lines: dict[str, list[str]] = {}
@@ -74,7 +76,7 @@ def _people(event: SessionEnded, known: dict[str, str]) -> list[_Person]:
                 if match.start() == 0 or low in STOPWORDS or low in _NOT_NAMES:
                     if low not in known:
                         continue
-                if name in user_names or any(u.startswith(name) for u in user_names):
+                if name in user_names | bot_names or any(u.startswith(name) for u in user_names):
                     continue
                 name = _canonical(name, spoke, known)
                 mentions[name] += 1
@@ -144,13 +146,13 @@ class DeterministicWriter(WriterEngine):
 
         user_turns = [t for t in event.turns if t.role == "user"]
         files[PROFILE] = self._profile(ws.read(PROFILE) or "", user_turns, event, date)
-        names = ", ".join(p.name for p in people) or "nobody else"
+        names = ", ".join(p.name for p in people)
         entry = timeline.Entry(
             when=event.occurred_at,
             session_id=event.session_id,
             text=(
                 f"{' and '.join(sorted({t.speaker for t in event.turns}))} ({len(event.turns)} "
-                f"turns). People: {names}. Topics: "
+                f"turns). People: {names or '-'}. Topics: "
                 f"{', '.join(keywords((t.content for t in event.turns), 8)) or '-'}.\n"
                 f"Transcript: {tpath}"
             ),
@@ -158,9 +160,11 @@ class DeterministicWriter(WriterEngine):
         tl_path, tl_text = timeline.insert(ws, entry)
         files[tl_path] = tl_text
         files[INDEX] = index.render(entity_files)
+        turns = f"{len(event.turns)} turn{'s' if len(event.turns) != 1 else ''}"
         return CommitPlan(
             files=files,
-            message=f"Session {event.session_id} on {date}: {len(event.turns)} turns with {names}",
+            message=f"Session {event.session_id} on {date}: {turns}"
+            + (f" with {names}" if names else ""),
             writer=self.name,
         )
 
@@ -213,7 +217,7 @@ class DeterministicWriter(WriterEngine):
             "user_id": event.user_id,
             "type": "profile",
             "sessions": sessions,
-            "first_date": meta.get("first_date") or date,
+            "first_date": min(str(meta.get("first_date") or date), date),
             "last_date": max(str(meta.get("last_date") or date), date),
         }
         entries = [line for line in body.splitlines() if line.startswith("- ")]
@@ -223,6 +227,9 @@ class DeterministicWriter(WriterEngine):
                 if said < 3 and _SELF.search(sentence) and 20 <= len(sentence) <= 240:
                     entries.append(f"- {date}: {sentence.strip()}")
                     said += 1
+        condensed = [e for e in entries if e.startswith("- (")]
+        dated = sorted((e for e in entries if not e.startswith("- (")), key=lambda e: e[2:12])
+        entries = condensed + dated  # sessions may arrive out of date order
         head = f"# {name}\n\nThe user. What they said about themselves, oldest first.\n\n"
         room = PROFILE_MAX_BYTES - len(frontmatter.render(meta, "").encode())
         return frontmatter.render(meta, _condense(head, entries, room, "statements"))
