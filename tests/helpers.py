@@ -5,6 +5,9 @@ from __future__ import annotations
 import base64
 import json
 import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +68,44 @@ def commits(repos: UserRepos, user_id: str) -> list[str]:
             ["log", "--format=%(trailers:key=Session-Id,valueonly)%x1e", ws.branch], ws.path
         )
     return [r.strip() for r in out.split("\x1e") if r.strip()]
+
+
+@contextmanager
+def running_stack(**kwargs: Any) -> Iterator[Any]:
+    """Run a :class:`memrepo.devstack.stack.Stack` with its env exported to this process.
+
+    The Google client libraries read the emulator hosts from ``os.environ``; the previous
+    environment is restored afterwards.
+    """
+    from memrepo.devstack.stack import Stack
+
+    saved = dict(os.environ)
+    with Stack(**kwargs) as running:
+        os.environ.update(running.env())
+        try:
+            yield running
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+def gcs_repos(stack: Any) -> UserRepos:
+    """Return :class:`UserRepos` on the stack's bucket on fake-gcs-server."""
+    from memrepo.adapters.gcs import GCSStore
+
+    return UserRepos(GCSStore(stack.bucket, stack.prefix, client=stack.storage_client()))
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 120.0, interval: float = 0.3) -> Any:
+    """Poll ``predicate`` every ``interval`` seconds until it is truthy; return its value.
+
+    Raises:
+        AssertionError: it stayed falsy for ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout} s")

@@ -6,15 +6,13 @@ Marked ``stack``: starts the emulators and both functions once for the module (a
 
 from __future__ import annotations
 
-import os
 import sys
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from helpers import commits
+from helpers import commits, gcs_repos, running_stack, wait_for
 from memrepo.adapters.gcs import GCSStore
 from memrepo.client import BearerToken, ContextResponse, MemoryClient
 from memrepo.devstack.stack import Stack
@@ -37,40 +35,25 @@ from grouping import (  # noqa: E402
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    saved = dict(os.environ)
-    with Stack(
+    with running_stack(
         writer=ROOT / "functions" / "writer",
         retrieval=ROOT / "functions" / "retrieval",
         function_env={"MEMREPO_AUTH_TOKEN": TOKEN, "MEMREPO_ENGINE": "deterministic"},
         min_backoff_seconds=1,
         max_backoff_seconds=2,
     ) as running:
-        os.environ.update(running.env())  # the Pub/Sub client library reads the emulator host
-        try:
-            yield running
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+        yield running
 
 
 @pytest.fixture(scope="module")
 def repos(stack: Stack) -> UserRepos:
-    return UserRepos(GCSStore(stack.bucket, stack.prefix, client=stack.storage_client()))
+    return gcs_repos(stack)
 
 
 @pytest.fixture(scope="module")
 def client(stack: Stack) -> MemoryClient:
     return MemoryClient(topic_path=stack.topic_path, retrieval_url=stack.retrieval_url,
                         auth=BearerToken(TOKEN), timeout_s=30)
-
-
-def wait_for(predicate, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"condition not met within {timeout} s")
 
 
 def test_the_client_publishes_a_session_and_gets_its_context(client, repos):

@@ -8,7 +8,6 @@ module (about 5-10 s), and stops them by PID afterwards.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import urllib.request
@@ -16,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import LOCOMO, commits, event
+from helpers import LOCOMO, commits, event, gcs_repos, running_stack, wait_for
 from memrepo import locomo
 from memrepo.adapters.gcs import GCSStore
 from memrepo.adapters.pubsub import SessionPublisher
@@ -31,34 +30,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    saved = dict(os.environ)
-    with Stack(
+    with running_stack(
         writer=ROOT / "functions" / "writer",
         retrieval=ROOT / "functions" / "retrieval",
         min_backoff_seconds=1,
         max_backoff_seconds=2,
     ) as running:
-        os.environ.update(running.env())  # the client libraries read the emulator hosts
-        try:
-            yield running
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+        yield running
 
 
 @pytest.fixture(scope="module")
 def repos(stack: Stack) -> UserRepos:
-    return UserRepos(GCSStore(stack.bucket, stack.prefix, client=stack.storage_client()))
+    return gcs_repos(stack)
 
-
-def wait_for(predicate, timeout: float = 60.0, interval: float = 0.3):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout} s")
 
 
 def ask(stack: Stack, user: str, text: str, max_tokens: int = 2000) -> dict:

@@ -9,7 +9,6 @@ were duplicated, raced, crashed or failed.
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 import time
@@ -17,8 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import commits, event
-from memrepo.adapters.gcs import GCSStore
+from helpers import commits, event, gcs_repos, running_stack, wait_for
 from memrepo.devstack.fault_proxy import FaultProxy, every_nth
 from memrepo.devstack.functions import FunctionServer, FunctionSpec
 from memrepo.devstack.processes import free_port, pid_alive
@@ -35,34 +33,20 @@ CRASHY = ROOT / "tests" / "test_functions" / "crashy_writer" / "main.py"
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory) -> Iterator[Stack]:
-    saved = dict(os.environ)
     logs = tmp_path_factory.mktemp("stack-logs")
-    with Stack(
+    with running_stack(
         writer=ROOT / "functions" / "writer",
         log_dir=logs,
         min_backoff_seconds=1,
         max_backoff_seconds=2,
     ) as running:
-        os.environ.update(running.env())
-        try:
-            yield running
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+        yield running
 
 
 @pytest.fixture(scope="module")
 def repos(stack: Stack) -> UserRepos:
-    return UserRepos(GCSStore(stack.bucket, stack.prefix, client=stack.storage_client()))
+    return gcs_repos(stack)
 
-
-def wait_for(predicate, timeout: float = 120.0, interval: float = 0.3):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout} s")
 
 
 def publish_at_once(stack: Stack, payloads: list[dict], *, topic_path: str | None = None) -> None:
