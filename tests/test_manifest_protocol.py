@@ -132,6 +132,10 @@ def test_writes_grow_a_chain_then_compact_into_a_base(new_store, caches):
     assert four is not None and four.base.tip == three.tip and len(four.increments) == 1
     assert set(store.list("users/ana/")) == four.keys() | {manifest_key("ana")}  # old parts gone
     assert history(repos) == history(repos_on(store)) == ["s4", "s3", "s2", "s1"]
+    ws, _ = repos_on(store).checkout("ana")
+    with ws:  # every lean write updated the month's timeline (a skip-worktree file) for real
+        timeline = ws.read("timeline/2024-05.md") or ""
+    assert all(f" · s{n}\n" in timeline for n in (1, 2, 3, 4))
 
 
 def test_export_is_one_bundle_git_can_clone(new_store, caches, tmp_path):
@@ -476,8 +480,14 @@ def test_lean_writer_workspace_keeps_transcripts_in_the_index(new_store, caches)
         assert ws.files("sessions/") == [f"sessions/2024/05/s{n}.md" for n in (1, 2, 3)]
         assert "Session s2" in (ws.read("sessions/2024/05/s2.md") or "")
         assert ws.find_session("s2") is not None and ws.find_session("zz") is None
+        assert not (ws.path / "timeline").exists()
+        month = ws.read("timeline/2024-05.md") or ""
+        assert "s3" in month  # read from the index
         ws.write("sessions/2024/05/s9.md", "new\n")
+        ws.write("timeline/2024-05.md", month + "## 2024-05-30 10:00 · s9\n")  # an existing one
         ws.commit("extra", {"Session-Id": "s9"})
+        committed = git_text(["show", "HEAD:timeline/2024-05.md"], ws.path)
+        assert committed.endswith("· s9\n")  # the skip-worktree file was staged
         assert git_text(["status", "--porcelain"], ws.path) == ""
         tree = git_text(["ls-tree", "-r", "--name-only", "HEAD", "sessions/"], ws.path)
         assert tree.count("\n") == 4
@@ -486,6 +496,7 @@ def test_lean_writer_workspace_keeps_transcripts_in_the_index(new_store, caches)
     full, _ = repos.checkout("ana")
     with full:
         assert (full.path / "sessions" / "2024" / "05" / "s9.md").read_text() == "new\n"
+        assert (full.path / "timeline" / "2024-05.md").read_text().endswith("· s9\n")
         assert git_text(["status", "--porcelain"], full.path) == ""
 
 

@@ -13,7 +13,8 @@ the one the manifest names (keys are commit ids: content-addressed).
 Per user entry (``<root>/p<pid>-*/<store hash>/<user_id>.<n>/``)::
 
     repo.git/       bare repository: every object of the user, ``refs/heads/user/<id>`` at ``tip``
-    writer.index    the index of ``tip`` with the skip-worktree bit on ``sessions/`` (lean writers)
+    writer.index    the index of ``tip`` with the skip-worktree bit on ``sessions/`` and
+                    ``timeline/`` (lean writers)
     view/           a full checkout of ``tip`` shared by concurrent readers (read-only)
 
 plus, in memory, ``session id → commit`` of every session at ``tip``, so the writer's idempotency
@@ -22,8 +23,9 @@ check needs no ``git log`` over the history.
 Workspaces handed out:
 
 * writers (:meth:`RepoCache.writable`): a new directory with its own ``.git`` (``HEAD``, ref, a
-  copy of ``writer.index``, alternates to ``repo.git``), checked out except ``sessions/`` — cost
-  O(files outside ``sessions/``), never shared;
+  copy of ``writer.index``, alternates to ``repo.git``), checked out except ``sessions/`` and
+  ``timeline/`` (both grow with history; a writer reads one month of the timeline, through the
+  index) — cost O(profile, index and entity files), never shared;
 * readers (:meth:`RepoCache.readable`): the entry's ``view``, moved to ``tip`` in place (O(changed
   files)) when no reader is using it, else a private full checkout for this request.
 
@@ -45,6 +47,7 @@ import hashlib
 import itertools
 import logging
 import os
+import secrets
 import shutil
 import tempfile
 import threading
@@ -71,8 +74,9 @@ from memrepo.workspace import (
 
 log = logging.getLogger(__name__)
 
-#: Prefixes writers get in the index only (the append-only event log).
-DEFAULT_LAZY_PREFIXES = ("sessions/",)
+#: Prefixes writers get in the index only: the append-only event log and the monthly timeline,
+#: the two parts of a repository that grow with the number of sessions.
+DEFAULT_LAZY_PREFIXES = ("sessions/", "timeline/")
 _ZERO = "0" * 40
 #: Loose objects (about 15 per absorbed write) an idle entry may hold before it is repacked.
 _REPACK_AT_LOOSE = 1024
@@ -156,9 +160,15 @@ class RepoCache:
         """
         root.mkdir(parents=True, exist_ok=True)
         self._sweep(root)
-        self.root = Path(tempfile.mkdtemp(prefix=f"p{os.getpid()}-", dir=root))
-        self._alive: IO[bytes] | None = open(f"{self.root}.alive", "wb")  # noqa: SIM115
-        fcntl.flock(self._alive, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        name = f"p{os.getpid()}-{secrets.token_hex(6)}"
+        # the lock file appears under its final name only once locked, so a concurrent sweep
+        # (another cache, another process) never takes a cache being opened for a dead one
+        pending = root / f".{name}.alive"
+        self._alive: IO[bytes] | None = open(pending, "wb")  # noqa: SIM115
+        fcntl.flock(self._alive, fcntl.LOCK_EX)
+        os.replace(pending, root / f"{name}.alive")
+        self.root = root / name
+        self.root.mkdir()
         self.max_bytes = max_bytes
         self.lazy_prefixes = tuple(lazy_prefixes)
         self.repack_at_packs = repack_at_packs
@@ -204,8 +214,10 @@ class RepoCache:
         ws = Workspace(path, entry.user_id, lazy_prefixes=self.lazy_prefixes if lean else (),
                        sessions=sessions, on_close=partial(self._release, entry, None))
         try:
-            git(["checkout-index", "-a", "-f", "-u"] if lean else ["reset", "-q", "--hard"], path)
+            # no -u: the index is not rewritten here; `git add` hashes these few files once
+            git(["checkout-index", "-a", "-f"] if lean else ["reset", "-q", "--hard"], path)
         except BaseException:
+            self._discard(entry)  # whatever broke is not handed to the next request
             ws.close()
             raise
         return ws
@@ -496,12 +508,15 @@ class RepoCache:
             if info:
                 git(["update-index", "-z", "--index-info"], entry.repo, env=env,
                     input=b"".join(info))
-        else:
-            git(["read-tree", tip], entry.repo, env=env)
-            if self.lazy_prefixes:
-                out = git(["ls-files", "-z", "--", *self.lazy_prefixes], entry.repo, env=env).stdout
-                lazy = [p for p in out.decode().split("\0") if p]
-        if lazy and self.lazy_prefixes:
+            if lazy and self.lazy_prefixes:
+                git(["update-index", "-z", "--skip-worktree", "--stdin"], entry.repo,
+                    env=env, input="".join(f"{p}\0" for p in lazy).encode())
+            return
+        git(["read-tree", tip], entry.repo, env=env)
+        if self.lazy_prefixes:
+            out = git(["ls-files", "-z", "--", *self.lazy_prefixes], entry.repo, env=env).stdout
+            lazy = [p for p in out.decode().split("\0") if p]
+        if lazy:
             git(["update-index", "-z", "--skip-worktree", "--stdin"], entry.repo, env=env,
                 input="".join(f"{p}\0" for p in lazy).encode())
 

@@ -138,10 +138,10 @@ class UserRepos:
             user_id: the user.
             read_only: the caller only reads (retrieval): with a cache, the workspace may be a
                 checkout shared with concurrent readers, and refuses writes.
-            lean: the caller goes through the :class:`Workspace` API and only adds files under
-                ``sessions/`` (the session writer): with a cache, existing transcripts stay in
-                the index (read through :meth:`Workspace.read`), so the checkout costs
-                O(files outside ``sessions/``) instead of O(sessions).
+            lean: the caller goes through the :class:`Workspace` API (the session writer):
+                with a cache, files under ``sessions/`` and ``timeline/`` stay in the index (read
+                through :meth:`Workspace.read`, committed as usual when written), so the
+                checkout costs O(entity files) instead of O(sessions).
 
         Raises:
             InvalidEvent: invalid user id. CorruptBundle: stored data is unusable.

@@ -10,11 +10,13 @@ verify`` checks a bundle's prerequisites and format; ``git bundle list-heads`` l
 
 Workspaces made by :class:`~memrepo.repocache.RepoCache` may be *lean* or *shared*:
 
-* lean (``lazy_prefixes``): files under those prefixes (``sessions/``, the append-only event log)
+* lean (``lazy_prefixes``): files under those prefixes (``sessions/`` and ``timeline/``, which grow
+  with the history)
   are in the index with the skip-worktree bit (git-update-index(1) "SKIP-WORKTREE BIT") instead of
   on disk; :meth:`Workspace.read` reads them from the index, ``git add -A`` leaves them alone, and
-  new files written under the prefix are committed as usual. Creating one costs O(files outside
-  the prefixes), not O(sessions).
+  files written there through :meth:`Workspace.write` (new or existing) are staged by
+  :meth:`Workspace.commit` with ``git update-index --add --remove``. Creating one costs O(files
+  outside the prefixes), not O(sessions).
 * shared (``read_only``): a full checkout several readers use at once; :meth:`write` and
   :meth:`commit` refuse.
 """
@@ -41,6 +43,20 @@ from memrepo.ids import branch_for
 log = logging.getLogger(__name__)
 
 _SHA1 = re.compile(r"[0-9a-f]{40}")
+_ZERO = "0" * 40
+
+
+def _clean_message(text: str) -> str:
+    """Clean a commit message like ``git commit --cleanup=whitespace`` (git-stripspace(1)):
+    trailing whitespace removed, runs of blank lines collapsed, none at either end."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        line = line.rstrip()
+        if line or (lines and lines[-1]):
+            lines.append(line)
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)
@@ -368,17 +384,24 @@ class Workspace:
             self._base_of_commits = before
         elif before != self._made[-1][0]:
             self._base_of_commits = None  # moved by something else: no longer a plain append
+        prefixes = self.lazy_prefixes
+        lazy = sorted(p for p in self.written if prefixes and p.startswith(prefixes))
+        if lazy:  # `git add` ignores skip-worktree entries; update-index stages them (and clears
+            # the bit), new files and removed ones alike
+            git(["update-index", "-z", "--add", "--remove", "--stdin"], self.path,
+                input="".join(f"{p}\0" for p in lazy).encode())
         git(["add", "-A", "."], self.path)
         body = message.strip() + "\n\n" + "\n".join(f"{k}: {v}" for k, v in trailers.items()) + "\n"
         env = {"GIT_AUTHOR_DATE": author_date.isoformat()} if author_date else None
-        git(
-            ["commit", "-q", "--no-verify", "--allow-empty", "-F", "-"],
-            self.path,
-            env=env,
-            input=body.encode(),
-        )
-        head = self.head()
-        if head is None or head == before:
+        # Plumbing instead of `git commit`, which refreshes every index entry (an lstat per
+        # skip-worktree file of a lean workspace): write-tree reuses the cache-tree, commit-tree
+        # takes the message as `git commit -F` would clean it (git-stripspace(1), whitespace mode)
+        tree = git_text(["write-tree"], self.path).strip()
+        parents = ["-p", before] if before else []
+        head = git_text(["commit-tree", tree, *parents], self.path, env=env,
+                        input=_clean_message(body).encode()).strip()
+        git(["update-ref", f"refs/heads/{self.branch}", head, before or _ZERO], self.path)
+        if self.head() != head or head == before:
             raise GitError("commit produced no head")
         self._made.append((head, dict(trailers)))
         return head
