@@ -513,6 +513,10 @@ class RepoCache:
                     env=env, input="".join(f"{p}\0" for p in lazy).encode())
             return
         git(["read-tree", tip], entry.repo, env=env)
+        # index format 4 prefix-compresses paths (git-update-index(1) --index-version): the
+        # index of a long history of sessions/YYYY/MM/<id>.md shrinks by about half, and every
+        # command reading, hashing or rewriting it in a workspace gets cheaper
+        git(["update-index", "--index-version", "4"], entry.repo, env=env)
         if self.lazy_prefixes:
             out = git(["ls-files", "-z", "--", *self.lazy_prefixes], entry.repo, env=env).stdout
             lazy = [p for p in out.decode().split("\0") if p]
