@@ -8,10 +8,9 @@ submodule (``from memrepo import handlers``, as the functions' ``main.py`` do) d
 whole library: each function's cold start loads only its own path.
 """
 
-import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
-from typing import Any as _Any
 
+from memrepo._lazy import lazy_attributes as _lazy_attributes
 from memrepo.errors import MemrepoError, PermanentError, TransientError
 
 _LAZY = {
@@ -32,18 +31,7 @@ if _TYPE_CHECKING:
     from memrepo.writer.service import WriteResult
 
 
-def __getattr__(name: str) -> _Any:
-    """Import a public name on first access (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'memrepo' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = _lazy_attributes(__name__, _LAZY, globals())
 
 
 __all__ = [

@@ -4,9 +4,9 @@ Names are imported on first access (PEP 562), so the deterministic path of a col
 loads the LLM engine's modules.
 """
 
-import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
-from typing import Any as _Any
+
+from memrepo._lazy import lazy_attributes as _lazy_attributes
 
 _LAZY = {
     "CommitPlan": "memrepo.writer.base",
@@ -26,18 +26,7 @@ if _TYPE_CHECKING:
     from memrepo.writer.service import SessionWriter, WriteResult
 
 
-def __getattr__(name: str) -> _Any:
-    """Import a public name on first access (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'memrepo.writer' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = _lazy_attributes(__name__, _LAZY, globals())
 
 
 __all__ = [

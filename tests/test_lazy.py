@@ -1,0 +1,83 @@
+"""PEP 562 lazy attributes (:mod:`memrepo._lazy`) as the package and the writer package use them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import types
+
+import memrepo
+import memrepo.writer
+import pytest
+from memrepo._lazy import lazy_attributes
+
+
+def _fresh_interpreter(code: str) -> dict[str, object]:
+    """Run ``code`` in a new interpreter (nothing imported yet); return the JSON it prints."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def test_unknown_name_raises_attribute_error_naming_the_module():
+    with pytest.raises(AttributeError, match=r"^module 'memrepo' has no attribute 'nope'$"):
+        _ = memrepo.nope
+    with pytest.raises(AttributeError, match=r"^module 'memrepo.writer' has no attribute 'Nope'$"):
+        _ = memrepo.writer.Nope
+    assert not hasattr(memrepo, "nope")
+    assert getattr(memrepo.writer, "Nope", "default") == "default"
+
+
+def test_a_name_is_imported_on_first_access_and_kept():
+    code = (
+        "import json, sys\n"
+        "import memrepo.writer\n"
+        "before = 'memrepo.writer.llm' in sys.modules\n"
+        "listed = 'LLMWriter' in dir(memrepo.writer)\n"
+        "cls = memrepo.writer.LLMWriter\n"
+        "print(json.dumps({'before': before, 'listed': listed,\n"
+        "    'after': 'memrepo.writer.llm' in sys.modules,\n"
+        "    'same': cls is sys.modules['memrepo.writer.llm'].LLMWriter,\n"
+        "    'cached': vars(memrepo.writer).get('LLMWriter') is cls,\n"
+        "    'api': 'memrepo.api' in sys.modules}))\n"
+    )
+    assert _fresh_interpreter(code) == {
+        "before": False,
+        "listed": True,
+        "after": True,
+        "same": True,
+        "cached": True,
+        "api": False,
+    }
+
+
+def test_the_package_loads_its_public_names_only_when_read():
+    code = (
+        "import json, sys\n"
+        "import memrepo\n"
+        "loaded = lambda: sorted(m for m in sys.modules if m.startswith('memrepo.'))\n"
+        "first = loaded()\n"
+        "memory = memrepo.Memory\n"
+        "print(json.dumps({'first': first, 'api': 'memrepo.api' in sys.modules,\n"
+        "    'writer_llm': 'memrepo.writer.llm' in sys.modules}))\n"
+    )
+    result = _fresh_interpreter(code)
+    assert result["first"] == ["memrepo._lazy", "memrepo.errors"]
+    assert result["api"] is True
+    assert result["writer_llm"] is False
+
+
+def test_helper_on_a_module_of_its_own():
+    module = types.ModuleType("pkg")
+    table = {"dumps": "json", "missing": "no_such_module_for_memrepo_tests"}
+    getter, lister = lazy_attributes("pkg", table, vars(module))
+    module.__getattr__ = getter
+    module.__dir__ = lister
+    assert "dumps" not in vars(module)
+    assert module.dumps is json.dumps
+    assert vars(module)["dumps"] is json.dumps  # kept: the next read does not ask again
+    assert dir(module) == sorted({*vars(module), "dumps", "missing"})
+    with pytest.raises(AttributeError, match=r"^module 'pkg' has no attribute 'loads'$"):
+        _ = module.loads
+    with pytest.raises(ModuleNotFoundError):  # a table entry naming no module fails loudly
+        _ = module.missing
