@@ -22,12 +22,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from memrepo.conversation import parse_conversation
-from memrepo.envelope import parse_pubsub_envelope
 from memrepo.errors import InvalidRequest, PermanentError, TransientError, Unauthorized
-from memrepo.events import parse_session_ended
 from memrepo.ids import validate_user_id
 
+# Each handler imports its own request models (pydantic) when first called: the writer's
+# (envelope, events) and the retrieval's (conversation) are never built in the other function.
 if TYPE_CHECKING:  # imported by the entry points' builders; a cold start loads its path only
     from memrepo.retrieval.service import Retriever
     from memrepo.writer.service import SessionWriter, WriteResult
@@ -67,6 +66,9 @@ def handle_session_message(
         TransientError: (and any unexpected exception) so the function fails and Pub/Sub
             redelivers.
     """
+    from memrepo.envelope import parse_pubsub_envelope
+    from memrepo.events import parse_session_ended
+
     started = time.monotonic()
     message_id = user_id = session_id = None
     try:
@@ -159,6 +161,8 @@ def handle_context_request(
     ``auth_token`` is set; 405 for another method; 503 (``Retry-After``) for a transient store
     failure. Unexpected errors propagate (the framework answers 500 and logs the traceback).
     """
+    from memrepo.conversation import parse_conversation
+
     if method.upper() != "POST":
         return _error(405, "use POST with a JSON body", Allow="POST")
     if auth_token:
