@@ -34,7 +34,7 @@ from memrepo import locomo, tokens
 from memrepo.evaluation import baselines
 from memrepo.evaluation.answers import abstained, parse_label
 from memrepo.evaluation.locomo_eval import USER_ID, EvalConfig, evaluate, write_outputs
-from scripted_openai import Callable
+from scripted_openai import Callable, Status
 from typer.testing import CliRunner
 
 MINI = Path(__file__).parent / "data" / "locomo-mini.json"
@@ -139,10 +139,12 @@ def _scripted(request):
 
 
 def test_answers_and_judge_with_a_scripted_endpoint(scripted_openai, tmp_path):
-    from memrepo.adapters.openai_chat import OpenAIChat
+    from memrepo.llm.client import OpenAIChat
 
     scripted_openai.default = Callable(_scripted)
-    chat = OpenAIChat(scripted_openai.base_url, "test-key", "scripted-model", max_retries=0)
+    chat = OpenAIChat(
+        base_url=scripted_openai.base_url, model="scripted-model", api_key="test-key", max_retries=0
+    )
     config = EvalConfig(
         budgets=(300,),
         methods=("memrepo", "recency", "full-context"),
@@ -171,26 +173,20 @@ def test_answers_and_judge_with_a_scripted_endpoint(scripted_openai, tmp_path):
     assert json.loads(paths["json"].read_text())["answers"]["methods"]["recency"]["questions"] == 6
 
 
-def test_cli_writes_table_json_and_questions(tmp_path, monkeypatch):
+def _eval_locomo_cli(*options: str) -> None:
+    """Run ``memrepo eval locomo MINI OPTIONS...`` and check that it succeeded."""
     from memrepo.cli import app
 
+    result = CliRunner().invoke(app, ["eval", "locomo", str(MINI), *options])
+    assert result.exit_code == 0, result.output
+
+
+def test_cli_writes_table_json_and_questions(tmp_path, monkeypatch):
     for var in ("OPENROUTER_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(var, raising=False)
-    result = CliRunner().invoke(
-        app,
-        [
-            "eval",
-            "locomo",
-            str(MINI),
-            "--budgets",
-            "150,300",
-            "--methods",
-            "memrepo,memrepo-agent,recency",
-            "--out",
-            str(tmp_path),
-        ],
+    _eval_locomo_cli(
+        "--budgets", "150,300", "--methods", "memrepo,memrepo-agent,recency", "--out", str(tmp_path)
     )
-    assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "locomo-eval.json").read_text())
     assert report["methods"]["memrepo-agent"]["status"] == "not run: no LLM endpoint configured"
     assert report["answers"]["status"].startswith("not run")
@@ -198,6 +194,40 @@ def test_cli_writes_table_json_and_questions(tmp_path, monkeypatch):
     assert "| recency | 0.700 | 1.000 |" in table
     assert "| memrepo-agent | not run | not run |" in table
     assert len((tmp_path / "locomo-questions.jsonl").read_text().splitlines()) == 6
+
+
+def test_cli_answers_and_judges_through_the_project_llm_client(
+    scripted_openai, tmp_path, monkeypatch
+):
+    """The command line builds memrepo.llm.client from the settings: named models, temperature 0,
+    a 429 retried instead of costing an answer."""
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("MEMREPO_LLM_BASE_URL", scripted_openai.base_url)
+    monkeypatch.setenv("MEMREPO_LLM_MAX_RETRIES", "1")
+    monkeypatch.setenv("MEMREPO_STORE", f"file://{tmp_path / 'store'}")
+    scripted_openai.script(Status(429, headers={"retry-after": "0"}))
+    scripted_openai.default = Callable(_scripted)
+    options = "--budgets 300 --methods memrepo,recency --answer-budget 300 --workers 1"
+    options += " --answer-model answer-model --judge-model judge-model"
+    _eval_locomo_cli(*options.split(), "--out", str(tmp_path / "out"))
+    answers = json.loads((tmp_path / "out" / "locomo-eval.json").read_text())["answers"]
+    assert answers["status"] == "ok"
+    assert answers["models"]["answer"] == "answer-model"
+    assert answers["models"]["judge"] == "judge-model"
+    for method in ("memrepo", "recency"):
+        assert answers["methods"][method]["errors"] == 0
+        assert answers["methods"][method]["accuracy"]["overall"] == 0.6
+    requests = scripted_openai.requests
+    # 6 questions x 2 methods answered, the 5 scored ones judged, and the one 429 sent again.
+    assert len(requests) == 6 * 2 + 5 * 2 + 1
+    assert requests[0] == requests[1]  # the retry of the request refused with 429
+    assert all(r["temperature"] == 0 for r in requests)
+    judged = ["Gold answer:" in r["messages"][-1]["content"] for r in requests]
+    assert [r["model"] for r in requests] == [
+        "judge-model" if j else "answer-model" for j in judged
+    ]
+    assert sum(judged) == 5 * 2
 
 
 def test_judge_labels_and_abstentions():

@@ -53,6 +53,7 @@ def test_structured_answer_and_usage(scripted_openai):
     request = scripted_openai.last_request
     assert request["model"] == "m-test" and request["max_tokens"] == 200
     assert request["response_format"] == {"type": "json_object"}
+    assert "temperature" not in request  # the endpoint's default unless one is set
     assert request["messages"][0]["content"].startswith("You extract people.")
     assert '"age"' in request["messages"][0]["content"]  # the JSON Schema is in the system message
     assert len(request["messages"]) == 2  # no extra system message
@@ -70,6 +71,12 @@ def test_json_modes(scripted_openai, mode, expected):
     assert (sent or {}).get("type") == expected
     if expected == "json_schema":
         assert sent["json_schema"]["schema"]["properties"]["age"]["type"] == "integer"
+
+
+def test_temperature_is_sent_when_set(scripted_openai):
+    scripted_openai.script("a")
+    assert make(scripted_openai, temperature=0.0).chat(MESSAGES).content == "a"
+    assert scripted_openai.last_request["temperature"] == 0
 
 
 def test_fenced_or_wrapped_json_is_accepted(scripted_openai):

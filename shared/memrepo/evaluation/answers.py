@@ -6,17 +6,24 @@ turn relative dates into absolute ones, and — so adversarial questions (catego
 the same paper's LLM-as-a-judge: generous on wording and date formats, one label, ``CORRECT`` or
 ``WRONG``, returned as JSON ``{"label": ...}``.
 
-The model is a port, :class:`ChatFn`: any callable taking OpenAI-style messages and returning a
-:class:`Completion`. :class:`memrepo.adapters.openai_chat.OpenAIChat` implements it.
+The model is the project's chat-model port, :class:`memrepo.llm.base.ChatModel` (in production
+:class:`memrepo.llm.client.OpenAIChat`, with its bounded retries); :func:`ask` sends one prompt and
+flattens the answer into a :class:`Completion`, the text with what it cost.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from memrepo.llm.base import ChatModel, ChatResult
 
 ABSTAIN = "Not mentioned"
 
@@ -94,14 +101,33 @@ class Completion:
     model: str
 
 
-class ChatFn(Protocol):
-    """Port: one chat completion (see :class:`memrepo.adapters.openai_chat.OpenAIChat`)."""
+def ask(
+    model: ChatModel, messages: Sequence[Mapping[str, Any]], *, max_tokens: int = 256
+) -> Completion:
+    """Return ``model``'s answer to ``messages`` with its tokens and wall time.
 
-    def __call__(
-        self, messages: Sequence[Mapping[str, Any]], *, max_tokens: int = 256
-    ) -> Completion:
-        """Return the model's answer to ``messages``."""
-        ...
+    Args:
+        model: the chat model (answering or judging).
+        messages: OpenAI-style chat messages.
+        max_tokens: completion tokens allowed.
+
+    Returns:
+        The answer text (``""`` when none), the tokens the endpoint reported over every request
+        of the call (retries included), the call's wall time in milliseconds (backoffs included)
+        and the model that answered.
+
+    Raises:
+        LLMError: the model failed (see :meth:`memrepo.llm.base.ChatModel.chat`).
+    """
+    started = time.monotonic()
+    result: ChatResult[BaseModel] = model.chat(messages, max_tokens=max_tokens)
+    return Completion(
+        text=result.content or "",
+        prompt_tokens=result.usage.prompt_tokens,
+        completion_tokens=result.usage.completion_tokens,
+        latency_ms=(time.monotonic() - started) * 1000,
+        model=result.model,
+    )
 
 
 def answer_messages(question: str, context: str, speakers: str) -> list[dict[str, str]]:

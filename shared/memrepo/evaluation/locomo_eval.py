@@ -16,7 +16,7 @@ Methods (:data:`METHODS`):
   tokenizer, same context format;
 * ``full-context`` — every turn, whatever the budget (reported with its token count).
 
-With a chat model (:class:`~memrepo.evaluation.answers.ChatFn`) it also answers each question of
+With a chat model (:class:`~memrepo.llm.base.ChatModel`) it also answers each question of
 categories 1-5 from each method's context at ``answer_budget`` (and from the full context), has a
 judge label the answers of categories 1-4 CORRECT/WRONG, and checks that adversarial questions
 (category 5) get ``Not mentioned`` rather than an invented answer; tokens and latency are kept per
@@ -46,12 +46,13 @@ import memrepo
 from memrepo import locomo, tokens
 from memrepo.evaluation import baselines
 from memrepo.evaluation.answers import (
-    ChatFn,
     abstained,
     answer_messages,
+    ask,
     judge_messages,
     parse_label,
 )
+from memrepo.llm.base import ChatModel
 from memrepo.repos import UserRepos
 from memrepo.retrieval.service import PlanningAgent, Retriever
 from memrepo.store.filesystem import FilesystemStore
@@ -129,8 +130,8 @@ class EvalConfig:
 
     budgets: tuple[int, ...] = DEFAULT_BUDGETS
     methods: tuple[str, ...] = METHODS
-    chat: ChatFn | None = None
-    judge: ChatFn | None = None
+    chat: ChatModel | None = None
+    judge: ChatModel | None = None
     answer_budget: int = 2000
     agent: PlanningAgent | None = None
     agent_note: str = "not run: no LLM endpoint configured"
@@ -276,8 +277,10 @@ def _answer_one(
     judge = config.judge or config.chat
     entry: dict[str, Any] = {"budget": config.answer_budget if method != "full-context" else "all"}
     try:
-        reply = config.chat(
-            answer_messages(record.question, context, speakers), max_tokens=config.answer_max_tokens
+        reply = ask(
+            config.chat,
+            answer_messages(record.question, context, speakers),
+            max_tokens=config.answer_max_tokens,
         )
         entry.update(
             answer=reply.text.strip(),
@@ -289,8 +292,10 @@ def _answer_one(
             entry["abstained"] = abstained(reply.text)
             entry["correct"] = entry["abstained"]
         else:
-            verdict = judge(
-                judge_messages(record.question, record.gold, reply.text.strip()), max_tokens=200
+            verdict = ask(
+                judge,
+                judge_messages(record.question, record.gold, reply.text.strip()),
+                max_tokens=200,
             )
             entry["correct"] = parse_label(verdict.text)
             entry["judge_tokens"] = verdict.prompt_tokens + verdict.completion_tokens
@@ -479,23 +484,28 @@ def _csv(value: str | None) -> list[str]:
 
 def llm_from_settings(
     environ: dict[str, str], answer_model: str | None, judge_model: str | None
-) -> tuple[ChatFn | None, ChatFn | None, dict[str, str]]:
+) -> tuple[ChatModel | None, ChatModel | None, dict[str, str]]:
     """Return the answer and judge models from the environment's settings, or ``None``s.
 
     An endpoint counts as configured when :class:`~memrepo.settings.Settings` has an API key.
+    Both are :class:`memrepo.llm.client.OpenAIChat` clients as the functions build them (base
+    URL, key, timeout, retries from the settings), with temperature 0 for reproducible answers.
     """
     from memrepo.settings import Settings
 
     settings = Settings.from_env(environ)
     if settings.llm_api_key is None:
         return None, None, {}
-    from memrepo.adapters.openai_chat import OpenAIChat
+    from memrepo.llm.client import OpenAIChat
 
-    key = settings.llm_api_key.get_secret_value()
     answer = answer_model or settings.retrieval_model
     judged = judge_model or answer
-    chat = OpenAIChat(settings.llm_base_url, key, answer)
-    judge = chat if judged == answer else OpenAIChat(settings.llm_base_url, key, judged)
+    chat = OpenAIChat.from_settings(settings, "retrieval", model=answer, temperature=0.0)
+    judge = (
+        chat
+        if judged == answer
+        else OpenAIChat.from_settings(settings, "retrieval", model=judged, temperature=0.0)
+    )
     return chat, judge, {"answer": answer, "judge": judged, "base_url": settings.llm_base_url}
 
 

@@ -200,6 +200,7 @@ class OpenAIChat:
         max_backoff_s: float = 20.0,
         max_repairs: int = 2,
         json_mode: JsonMode = "json_object",
+        temperature: float | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -219,6 +220,8 @@ class OpenAIChat:
                 ``json_schema`` sends the model's JSON Schema (non-strict), ``off`` sends nothing
                 (for servers that reject ``response_format``); the schema is in the prompt in
                 every mode.
+            temperature: the sampling temperature sent with every request (0 for reproducible
+                evaluations); ``None`` sends none, so the endpoint's default applies.
             sleep: the sleep function used between retries (tests pass a recorder).
             clock: the monotonic clock deadlines are measured on.
         """
@@ -232,6 +235,7 @@ class OpenAIChat:
         self.max_backoff_s = max_backoff_s
         self.max_repairs = max_repairs
         self.json_mode: JsonMode = json_mode
+        self.temperature = temperature
         self._sleep = sleep
         self._clock = clock
         self._sdk: openai.OpenAI = openai.OpenAI(
@@ -430,6 +434,8 @@ class OpenAIChat:
         import openai
 
         options: dict[str, Any] = {}
+        if self.temperature is not None:
+            options["temperature"] = self.temperature
         if tools:
             options["tools"] = list(tools)
         elif response_model is not None:
