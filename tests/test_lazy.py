@@ -81,3 +81,56 @@ def test_helper_on_a_module_of_its_own():
         _ = module.loads
     with pytest.raises(ModuleNotFoundError):  # a table entry naming no module fails loudly
         _ = module.missing
+
+
+def _modules_after(code: str, tmp_path) -> list[str]:
+    """Run ``code`` (after settings on a filesystem store under ``tmp_path``) in a new interpreter;
+    return the ``memrepo`` modules loaded at its end."""
+    setup = (
+        "import json, sys\n"
+        "from memrepo import bootstrap\n"
+        "from memrepo.settings import Settings\n"
+        f"settings = Settings.from_env({{'MEMREPO_STORE': {(tmp_path / 'store').as_uri()!r},\n"
+        f"    'MEMREPO_TMP_DIR': {str(tmp_path)!r},\n"
+        f"    'MEMREPO_CACHE_DIR': {str(tmp_path / 'c')!r}}})\n"
+    )
+    end = "print(json.dumps(sorted(m for m in sys.modules if m.startswith('memrepo'))))\n"
+    return _fresh_interpreter(setup + code + end)  # type: ignore[return-value]
+
+
+def test_retrieval_of_a_user_without_memory_loads_neither_writer_nor_engine(tmp_path):
+    loaded = _modules_after(
+        "from memrepo.handlers import handle_context_request\n"
+        "body = json.dumps({'user_id': 'nobody', 'max_tokens': 2000,\n"
+        "    'conversation': [{'role': 'user', 'content': 'How is Sarah?'}]}).encode()\n"
+        "response = handle_context_request(bootstrap.retriever(settings), method='POST',\n"
+        "    body=body, headers={}, auth_token=None, default_max_tokens=2000)\n"
+        "assert response.status == 200 and response.body['context'] == '', response\n",
+        tmp_path,
+    )
+    assert "memrepo.retrieval.service" in loaded and "memrepo.conversation" in loaded
+    not_needed = (
+        "memrepo.writer", "memrepo.events", "memrepo.envelope", "memrepo.transcript",  # writer's
+        "memrepo.retrieval.plan", "memrepo.retrieval.resolver",  # the engine
+        "memrepo.retrieval.deterministic", "memrepo.retrieval.agent", "memrepo.tokens",
+        "memrepo.llm", "memrepo.sandbox",
+        "memrepo.workspace", "memrepo.repocache", "memrepo.chain", "memrepo.gitcli",  # git
+    )
+    assert [m for m in loaded if m.startswith(not_needed)] == []
+    assert list(tmp_path.glob("memrepo-*")) == [] and not (tmp_path / "c").exists()
+
+
+def test_a_rejected_session_event_loads_nothing_of_retrieval(tmp_path):
+    loaded = _modules_after(
+        "import base64\n"
+        "from memrepo.handlers import handle_session_message\n"
+        "data = {'message': {'data': base64.b64encode(b'not json').decode(), 'messageId': '1'},\n"
+        "        'subscription': 'projects/p/subscriptions/s'}\n"
+        "outcome = handle_session_message(bootstrap.writer(settings), data,\n"
+        "    max_transcript_bytes=settings.max_transcript_bytes)\n"
+        "assert outcome.status == 'rejected', outcome\n",
+        tmp_path,
+    )
+    assert "memrepo.envelope" in loaded
+    assert [m for m in loaded if m.startswith(("memrepo.retrieval", "memrepo.conversation",
+                                               "memrepo.tokens", "memrepo.llm"))] == []

@@ -178,6 +178,10 @@ def test_legacy_bundle_is_read_then_migrated(new_store, caches):
     ws, token = repos.checkout("ana")
     with ws:
         assert token == 0 and ws.read("profile.md") is not None
+    found = repos.checkout_existing("ana", read_only=True)  # a reader sees the legacy memory too
+    assert found is not None
+    with found[0] as ws:
+        assert found[1] == 0 and ws.read("profile.md") is not None
     write(repos, "s1")
     assert "users/ana/memory.bundle" not in store.list("users/ana/")
     assert history(repos_on(store)) == ["s1", "old"]
@@ -573,6 +577,27 @@ def test_revert_and_rebuild_work_on_cached_workspaces(caches):
         assert ws.read("sessions/2024/05/s5.md") is not None
     assert history(repos) == history(fresh)
     assert_clean(store)
+
+
+def test_a_cache_given_as_a_function_is_opened_when_first_needed(tmp_path):
+    opened: list[RepoCache] = []
+
+    def open_cache() -> RepoCache:
+        opened.append(RepoCache(tmp_path / "caches", 1 << 30))
+        return opened[-1]
+
+    repos = UserRepos(InMemoryStore(), cache=open_cache)
+    try:
+        assert repos.checkout_existing("ana", read_only=True) is None  # no memory: no cache
+        assert repos.delete("ana") == 0
+        assert opened == [] and not (tmp_path / "caches").exists()
+        write(repos, "s1")
+        assert len(opened) == 1 and repos.cache is opened[0]
+        assert history(repos) == ["s1"]
+        assert len(opened) == 1 and opened[0].stats["cold"] + opened[0].stats["hits"] >= 1
+    finally:
+        for cache in opened:
+            cache.close()
 
 
 def test_cache_root_of_a_dead_process_is_swept(tmp_path):

@@ -9,9 +9,10 @@ from memrepo import tokens
 from memrepo.errors import InvalidRequest
 from memrepo.events import parse_session_ended
 from memrepo.repos import UserRepos
-from memrepo.retrieval import Plan, Pointer, resolve
+from memrepo.retrieval import Plan, Pointer, deterministic, resolve
 from memrepo.retrieval.deterministic import query_terms
 from memrepo.retrieval.service import Retriever
+from memrepo.workspace import Workspace
 from memrepo.writer import DeterministicWriter, SessionWriter
 
 SESSIONS = [
@@ -150,6 +151,28 @@ def test_plan_rejects_unsafe_fields():
 def test_user_without_memory(repos):
     result = Retriever(repos).context("new-user", [{"role": "user", "content": "hi"}], 100)
     assert (result.text, result.blocks, result.tokens_used) == ("", (), 0)
+
+
+def test_user_without_memory_gets_an_empty_repositorys_context_without_a_workspace(tmp_path):
+    conversation = [{"role": "user", "content": "How is Sarah doing with the marathon?"}]
+    work = tmp_path / "work"
+    work.mkdir()
+    repos = UserRepos(InMemoryStore(), tmp_root=work)
+    assert repos.checkout_existing("new-user", read_only=True) is None
+    result = Retriever(repos).context("new-user", conversation, 2000)
+    assert list(work.iterdir()) == []  # no workspace, no git init
+    # the same answer the deterministic plan and the resolver give an empty repository
+    with Workspace.create("new-user", tmp_root=tmp_path) as ws:
+        plan = deterministic.plan(ws, conversation, 2000)
+        resolved = resolve(ws, plan, 2000)
+    assert (result.text, result.blocks, result.tokens_used) == (
+        resolved.text, resolved.blocks, resolved.tokens_used)
+    assert (result.engine, result.fallback_reason) == ("deterministic", None)
+    assert result.metadata["pointers"] == len(plan.pointers)
+    assert result.metadata["skipped"] == resolved.skipped
+    assert set(result.metadata["timings_ms"]) == {"hydrate_ms", "plan_ms", "resolve_ms"}
+    assert set(result.to_json()) == {
+        "context", "blocks", "tokens_used", "engine", "elapsed_ms", "metadata"}
 
 
 @pytest.mark.parametrize("budget", [0, -1, 10_000_000, True, "5"])

@@ -65,6 +65,13 @@ class NaiveRepos:
         ws = Workspace.hydrate(stored.data if stored else None, user_id, tmp_root=self.tmp_root)
         return ws, stored.generation if stored else 0
 
+    def checkout_existing(self, user_id: str, **_: Any) -> tuple[Workspace, int] | None:
+        stored = self.store.get(legacy_key(user_id))
+        if stored is None:
+            return None
+        ws = Workspace.hydrate(stored.data, user_id, tmp_root=self.tmp_root)
+        return ws, stored.generation
+
     def save(self, ws: Workspace, generation: int) -> int:
         return self.store.put(legacy_key(ws.user_id), ws.bundle(), if_generation_match=generation)
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from memrepo.operations.apply import AfterSave, RepoChanger
     from memrepo.operations.mirror import Mirror
     from memrepo.operations.rebuild import Rebuilder
+    from memrepo.repocache import RepoCache
     from memrepo.repos import UserRepos
     from memrepo.retrieval.service import Retriever
     from memrepo.writer import SessionWriter, WriterEngine
@@ -28,18 +29,25 @@ if TYPE_CHECKING:
 @cache
 def repos(settings: Settings) -> UserRepos:
     """Return the :class:`UserRepos` of the configured store (cached), with the warm-instance
-    repository cache unless ``cache_max_bytes`` is 0 (see :mod:`memrepo.repocache`)."""
+    repository cache unless ``cache_max_bytes`` is 0 (see :mod:`memrepo.repocache`).
+
+    The cache is opened by the first checkout or save that uses it, so a retrieval instance that
+    only meets users without memory never loads it.
+    """
     from memrepo.repos import UserRepos
     from memrepo.store import open_store
 
-    repo_cache = None
+    repo_cache: Callable[[], RepoCache] | None = None
     if settings.cache_max_bytes > 0:
-        import tempfile
 
-        from memrepo.repocache import RepoCache
+        def repo_cache() -> RepoCache:
+            import tempfile
 
-        root = settings.cache_dir or Path(tempfile.gettempdir()) / "memrepo-cache"
-        repo_cache = RepoCache(root, settings.cache_max_bytes)
+            from memrepo.repocache import RepoCache
+
+            root = settings.cache_dir or Path(tempfile.gettempdir()) / "memrepo-cache"
+            return RepoCache(root, settings.cache_max_bytes)
+
     return UserRepos(open_store(settings.store_url), tmp_root=settings.tmp_dir, cache=repo_cache,
                      max_increments=settings.chain_max_increments)
 

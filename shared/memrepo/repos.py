@@ -31,21 +31,14 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from memrepo.chain import (
-    PartMissing,
-    bundle_header,
-    create_bundle,
-    fetch_parts,
-    is_ancestor,
-    make_git_dir,
-)
 from memrepo.errors import CorruptBundle, GitError, PreconditionFailed, StoreUnavailable
-from memrepo.gitcli import git
 from memrepo.ids import validate_user_id
 from memrepo.manifest import (
     Manifest,
@@ -56,9 +49,13 @@ from memrepo.manifest import (
     part_key,
     user_prefix,
 )
-from memrepo.repocache import RepoCache
-from memrepo.store.base import BundleStore
-from memrepo.workspace import Workspace
+
+# git, bundles, workspaces and the cache are imported by the methods that use them: a reader of a
+# user without memory only reads two keys of the store (see UserRepos.checkout_existing).
+if TYPE_CHECKING:
+    from memrepo.repocache import RepoCache
+    from memrepo.store.base import BundleStore
+    from memrepo.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +81,7 @@ class UserRepos:
         store: BundleStore,
         *,
         tmp_root: Path | None = None,
-        cache: RepoCache | None = None,
+        cache: RepoCache | Callable[[], RepoCache] | None = None,
         max_increments: int = 64,
         gc_grace_s: float = 3600.0,
         clock: Callable[[], float] = time.time,
@@ -92,17 +89,33 @@ class UserRepos:
         """Args:
         store: where manifests and bundles live.
         tmp_root: where workspaces are created (default: the system temp dir).
-        cache: a warm-instance cache; ``None`` hydrates every checkout from the store.
+        cache: a warm-instance cache, or a function that opens one when first needed (a reader
+            of users without memory never does); ``None`` hydrates every checkout from the store.
         max_increments: chain length that triggers compaction on the next save.
         gc_grace_s: age in seconds under which an unreferenced part is never collected.
         clock: wall clock in Unix seconds (names parts; tests pass a fake).
         """
         self.store = store
         self.tmp_root = tmp_root
-        self.cache = cache
+        self._cache: RepoCache | None = None
+        self._open_cache: Callable[[], RepoCache] | None = None
+        if callable(cache):
+            self._open_cache = cache
+        else:
+            self._cache = cache
+        self._cache_lock = threading.Lock()
         self.max_increments = max_increments
         self.gc_grace_s = gc_grace_s
         self._clock = clock
+
+    @property
+    def cache(self) -> RepoCache | None:
+        """The warm-instance cache (opened on first use when given as a function), or ``None``."""
+        if self._cache is None and self._open_cache is not None:
+            with self._cache_lock:
+                if self._cache is None:
+                    self._cache = self._open_cache()
+        return self._cache
 
     @staticmethod
     def key(user_id: str) -> str:
@@ -147,14 +160,37 @@ class UserRepos:
             InvalidEvent: invalid user id. CorruptBundle: stored data is unusable.
             StoreUnavailable: the store failed transiently (or the manifest kept changing).
         """
+        found = self._checkout(user_id, read_only=read_only, lean=lean, empty=True)
+        assert found is not None  # empty=True: a user without memory gets an empty workspace
+        return found
+
+    def checkout_existing(
+        self, user_id: str, *, read_only: bool = False, lean: bool = False
+    ) -> tuple[Workspace, int] | None:
+        """Like :meth:`checkout`, but ``None`` when the user has no memory (no manifest and no
+        legacy bundle), with no empty workspace made (no ``git init``): what a reader needs.
+
+        Raises:
+            As :meth:`checkout`.
+        """
+        return self._checkout(user_id, read_only=read_only, lean=lean, empty=False)
+
+    def _checkout(
+        self, user_id: str, *, read_only: bool, lean: bool, empty: bool
+    ) -> tuple[Workspace, int] | None:
         validate_user_id(user_id)
         missing: tuple[str, int] | None = None
         for _ in range(_MISSING_RETRIES):
             manifest, generation = self.read_manifest(user_id)
             legacy = False
             if manifest is None:
-                ws, legacy = self._checkout_legacy(user_id)
+                found = self._checkout_legacy(user_id, empty)
+                if found is None:
+                    return None
+                ws, legacy = found
             else:
+                from memrepo.chain import PartMissing
+
                 if missing is not None and missing[1] == generation:
                     raise CorruptBundle(f"{missing[0]} is referenced by the manifest but missing")
                 try:
@@ -171,14 +207,24 @@ class UserRepos:
             f"manifest of {user_id} kept changing during {_MISSING_RETRIES} reads"
         )
 
-    def _checkout_legacy(self, user_id: str) -> tuple[Workspace, bool]:
+    def _checkout_legacy(self, user_id: str, empty: bool) -> tuple[Workspace, bool] | None:
+        """Return the legacy bundle's workspace and whether there was one; without one, an empty
+        workspace, or ``None`` when ``empty`` is false."""
         stored = self.store.get(legacy_key(user_id))
+        if stored is None and not empty:
+            return None
+        from memrepo.workspace import Workspace
+
         ws = Workspace.hydrate(stored.data if stored else None, user_id, tmp_root=self.tmp_root)
         return ws, stored is not None
 
     def _checkout_manifest(
         self, manifest: Manifest, generation: int, read_only: bool, lean: bool
     ) -> Workspace:
+        from memrepo.chain import fetch_parts
+        from memrepo.gitcli import git
+        from memrepo.workspace import Workspace
+
         if self.cache is not None:
             if read_only:
                 return self.cache.readable(self.store, manifest, generation, tmp_root=self.tmp_root)
@@ -203,6 +249,8 @@ class UserRepos:
         Raises:
             CorruptBundle, StoreUnavailable: as :meth:`checkout`.
         """
+        from memrepo.chain import PartMissing
+
         validate_user_id(user_id)
         for _ in range(_MISSING_RETRIES):
             manifest, generation = self.read_manifest(user_id)
@@ -220,6 +268,9 @@ class UserRepos:
         )
 
     def _export_uncached(self, manifest: Manifest) -> bytes:
+        from memrepo.chain import create_bundle, fetch_parts, make_git_dir
+        from memrepo.gitcli import git
+
         with tempfile.TemporaryDirectory(prefix="memrepo-export-", dir=self.tmp_root) as tmp:
             repo = Path(tmp) / "repo.git"
             branch = f"user/{manifest.user_id}"
@@ -245,6 +296,8 @@ class UserRepos:
             StoreUnavailable: transient failure (the manifest may or may not have landed; a
                 retry from :meth:`checkout` is safe). GitError: the branch has no commit.
         """
+        from memrepo.chain import bundle_header, create_bundle, is_ancestor
+
         origin = ws.origin
         if not (isinstance(origin, _Origin) and origin.user_id == ws.user_id
                 and origin.generation == generation):
@@ -345,6 +398,8 @@ class UserRepos:
         Built in a throwaway repository that borrows the workspace's objects, so the workspace's
         own ref never moves.
         """
+        from memrepo.chain import create_bundle, make_git_dir
+
         with tempfile.TemporaryDirectory(prefix="memrepo-base-", dir=ws.path / ".git") as tmp:
             repo = Path(tmp) / "repo.git"
             make_git_dir(repo, ws.branch, commit,
@@ -417,6 +472,6 @@ class UserRepos:
         first = [k for k in keys if k == manifest_key(user_id)]
         count = sum(self.store.delete(k, all_versions=True) for k in first)
         count += self.store.purge(prefix)  # noncurrent versions of deleted parts too
-        if self.cache is not None:
-            self.cache.forget(self.store.url, user_id)
+        if self._cache is not None:  # a cache never opened holds nothing
+            self._cache.forget(self.store.url, user_id)
         return count

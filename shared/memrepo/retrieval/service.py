@@ -3,7 +3,8 @@
 The planning engine is the LLM agent when one is configured, else the deterministic engine. When
 the agent fails, runs out of time or returns an invalid plan, the deterministic plan stands in and
 the result says so (``engine="deterministic"``, ``fallback_reason``), DESIGN.md invariant 5.
-Retrieval never uploads: the workspace is a private copy, removed afterwards.
+Retrieval never uploads: the workspace is a private copy, removed afterwards. A user without
+memory (no manifest, no legacy bundle) gets the empty context without any workspace being made.
 
 Time: the request's deadline bounds everything. The agent gets the deadline minus
 ``fallback_reserve_s`` (the deterministic plan plus the resolver: ~0.1-0.35 s on a LoCoMo-sized
@@ -19,16 +20,18 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from memrepo import tokens
 from memrepo.errors import InvalidEvent, InvalidRequest
 from memrepo.ids import validate_user_id
-from memrepo.repos import UserRepos
-from memrepo.retrieval import deterministic
-from memrepo.retrieval.plan import Plan
-from memrepo.retrieval.resolver import Block, resolve
-from memrepo.workspace import Workspace
+
+# The engine (plan models, deterministic planner, resolver, tokenizer) is imported by the first
+# request that has memory to read: a user without memory needs none of it.
+if TYPE_CHECKING:
+    from memrepo.repos import UserRepos
+    from memrepo.retrieval.plan import Plan
+    from memrepo.retrieval.resolver import Block
+    from memrepo.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -153,11 +156,17 @@ class Retriever:
             validate_user_id(user_id)
         except InvalidEvent as exc:
             raise InvalidRequest(str(exc)) from exc
-        ws, _ = self.repos.checkout(user_id, read_only=True)
+        found = self.repos.checkout_existing(user_id, read_only=True)
+        if found is None:
+            return _without_memory(started)
+        from memrepo import tokens
+        from memrepo.retrieval import deterministic
+        from memrepo.retrieval.resolver import resolve
+
+        ws, _ = found
         with ws:
             if ws.head() is not None:
-                # loaded once per process (~0.4 s, ~60 MB), never inside the fallback's reserve,
-                # and not at all for a user without memory (nothing to count)
+                # loaded once per process (~0.4 s, ~60 MB), never inside the fallback's reserve
                 tokens.encoding()
             timings: dict[str, float] = {"hydrate_ms": (time.monotonic() - started) * 1000}
             engine = "deterministic"
@@ -205,6 +214,25 @@ class Retriever:
             fallback_reason=reason,
             metadata=meta,
         )
+
+
+def _without_memory(started: float) -> ContextResult:
+    """Return the context of a user without memory: the one the deterministic plan and the
+    resolver give an empty repository (no pointers, nothing skipped), without making one (no
+    workspace, no git, no engine or tokenizer loaded)."""
+    hydrate_ms = (time.monotonic() - started) * 1000
+    return ContextResult(
+        text="",
+        blocks=(),
+        tokens_used=0,
+        engine="deterministic",
+        elapsed_ms=hydrate_ms,
+        metadata={
+            "timings_ms": {"hydrate_ms": round(hydrate_ms, 1), "plan_ms": 0.0, "resolve_ms": 0.0},
+            "pointers": 0,
+            "skipped": 0,
+        },
+    )
 
 
 def _fallback_reason(exc: BaseException) -> str:
