@@ -18,6 +18,7 @@ with ``raise ... from exc``.
 | ``PreconditionFailed``    | no        | a generation precondition lost to a concurrent writer   |
 | ``ConflictRetriesExhausted`` | no     | the bound on re-apply after preconditions was reached   |
 | ``GitError``              | no        | a git command failed unexpectedly                       |
+| ``SearchFailed``          | no        | the deterministic engine's grep over a checkout failed  |
 | ``LLMError``              | no        | base of the LLM errors below (the input is not at fault) |
 | ``LLMUnavailable``        | no        | the LLM endpoint failed after its retries               |
 | ``LLMRejected``           | no        | the endpoint refused the request (4xx: key, model, size) |
@@ -84,6 +85,10 @@ class ConflictRetriesExhausted(TransientError):
 
 class GitError(TransientError):
     """Raised when a git command exits non-zero where success was expected."""
+
+
+class SearchFailed(TransientError):
+    """Raised when the line search of the deterministic retrieval engine (grep) fails."""
 
 
 class LLMError(TransientError):
