@@ -11,14 +11,18 @@
     # the two calls known from DiffMem
     memory.process_and_commit_session("Ana: hi\\nBot: hello", session_id="2024-05-01-am")
     memory.get_context([{"role": "user", "content": "..."}])
+
+    # operate it like code (docs/operations.md)
+    memory.revert("2024-05-01-am")  # undo one session as a new commit
+    memory.rebuild()  # replay every transcript with the current writer
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memrepo import bootstrap
 from memrepo.conversation import parse_conversation
@@ -28,6 +32,10 @@ from memrepo.ids import validate_user_id
 from memrepo.retrieval.service import ContextResult
 from memrepo.settings import Settings
 from memrepo.writer.service import WriteResult
+
+if TYPE_CHECKING:
+    from memrepo.operations.rebuild import Progress, RebuildResult
+    from memrepo.operations.revert import RevertResult
 
 _ASSISTANT_NAMES = frozenset({"bot", "ai", "assistant", "agent"})
 _LINE = re.compile(r"^(?P<speaker>[^:\n]{1,100}):\s?(?P<content>.*)$")
@@ -162,6 +170,38 @@ class Memory:
             StoreUnavailable: a transient store failure.
         """
         return bootstrap.repos(self.settings).delete(self.user_id)
+
+    def revert(self, session_id: str) -> RevertResult:
+        """Undo one session as a new commit (``Reverts-Session`` trailer); the history keeps both.
+
+        Idempotent: reverting a reverted session returns ``status="already-reverted"``. See
+        docs/operations.md.
+
+        Raises:
+            SessionNotFound: no commit carries ``session_id``. RevertConflict: later sessions
+                changed the same lines (nothing is saved). StoreUnavailable,
+                ConflictRetriesExhausted: transient failures (retry).
+        """
+        from memrepo.operations.revert import revert
+
+        return revert(bootstrap.changer(self.settings), self.user_id, session_id)
+
+    def rebuild(
+        self, *, checkpoint_every: int = 5, on_progress: Callable[[Progress], None] | None = None
+    ) -> RebuildResult:
+        """Replay every archived transcript with the configured writer onto a new history.
+
+        The new lineage is merged over the old tip, so nothing is lost; an interrupted rebuild
+        resumes from its checkpoint (every ``checkpoint_every`` sessions). See docs/operations.md.
+
+        Raises:
+            NothingToRebuild: no memory or no transcript. CorruptTranscript: an archived
+                transcript that cannot be parsed back. RebuildInterrupted: a concurrent
+                rebuild or revert (run again). StoreUnavailable, ConflictRetriesExhausted,
+                GitError, LLMError: transient failures; the next call resumes.
+        """
+        rebuilder = bootstrap.rebuilder(self.settings, checkpoint_every=checkpoint_every)
+        return rebuilder.rebuild(self.user_id, on_progress=on_progress)
 
     def get_context(
         self, messages: Sequence[dict[str, str]], max_tokens: int | None = None
