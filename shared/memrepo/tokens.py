@@ -51,6 +51,17 @@ def count(text: str) -> int:
     return len(encoding().encode_ordinary(text))
 
 
+def at_least(text: str) -> int:
+    """Return a lower bound of :func:`count` for ``text`` without tokenizing: its words.
+
+    The encoder splits text with :data:`_PAT_STR` and never merges across the pieces; no piece
+    holds characters of two whitespace-separated runs (a piece is whitespace only, or at most one
+    leading space before letters, digits or punctuation with no whitespace between), and each
+    piece is at least one token. So ``len(text.split()) <= count(text)``.
+    """
+    return len(text.split())
+
+
 def truncate_lines(text: str, max_tokens: int) -> tuple[str, bool]:
     """Return the longest whole-line prefix of ``text`` within ``max_tokens``, and if it was cut."""
     if count(text) <= max_tokens:

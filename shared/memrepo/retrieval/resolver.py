@@ -14,6 +14,7 @@ import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 from memrepo import tokens
 from memrepo.retrieval.plan import Plan, Pointer
@@ -94,16 +95,21 @@ def _default_git(ws: Workspace, pointer: Pointer, *, timeout_s: float = GIT_TIME
     return result.output
 
 
-def _read(ws: Workspace, pointer: Pointer, git_runner: GitRunner) -> str | None:
+def _read(
+    ws: Workspace, pointer: Pointer, git_runner: GitRunner, files: dict[str, list[str] | None]
+) -> str | None:
+    """Return the pointer's text; ``files`` keeps each file's lines for the rest of the request."""
     if pointer.kind in ("git_diff", "git_log"):
         return git_runner(ws, pointer)
-    text = ws.read(pointer.path)
-    if text is None:
+    if pointer.path not in files:
+        text = ws.read(pointer.path)
+        files[pointer.path] = None if text is None else text.splitlines(keepends=True)
+    lines = files[pointer.path]
+    if lines is None:
         return None
     if pointer.kind == "file_section":
-        lines = text.splitlines(keepends=True)
-        text = "".join(lines[(pointer.start_line or 1) - 1 : pointer.end_line])
-    return text
+        return "".join(lines[(pointer.start_line or 1) - 1 : pointer.end_line])
+    return "".join(lines)
 
 
 def render_block(source: str, reason: str, text: str) -> str:
@@ -144,6 +150,7 @@ def resolve(
     used = 0
     skipped = 0
     seen: set[str] = set()
+    files: dict[str, list[str] | None] = {}
     for pointer in [*must, *optional]:
         if pointer.source in seen:
             continue
@@ -153,7 +160,7 @@ def resolve(
             skipped += 1
             continue
         try:
-            text = _read(ws, pointer, _bounded(git_runner, deadline))
+            text = _read(ws, pointer, _bounded(git_runner, deadline), files)
         except (PathOutsideRepo, PointerUnreadable, OSError, UnicodeDecodeError) as exc:
             log.info("pointer skipped", extra={"source": pointer.source, "error": str(exc)})
             skipped += 1
@@ -162,7 +169,9 @@ def resolve(
             skipped += 1
             continue
         block_text = render_block(pointer.source, pointer.reason, text)
-        cost = tokens.count(block_text)
+        # past ``room`` for sure without tokenizing: most candidates once the budget is nearly spent
+        over = tokens.at_least(block_text) > room
+        cost = room + 1 if over else tokens.count(block_text)
         cut = False
         if cost > room:
             block_text, cost = _cut(block_text, room)
@@ -189,7 +198,14 @@ def _cut(block_text: str, room: int) -> tuple[str, int]:
     Returns:
         ``(text, tokens)``, or ``("", 0)`` when not even the header and one line fit.
     """
-    limit = room - tokens.count(CUT_NOTE)
+    limit = room - _cut_note_tokens()
+    head = block_text.split("\n", 2)
+    # not even the header and one line fit (what truncate_lines would find): sure from the word
+    # counts (a lower bound of the tokens, see tokens.at_least), else counted
+    if len(head) < 3 or sum(tokens.at_least(h) for h in head[:2]) > limit or (
+        tokens.count(head[0] + "\n") + tokens.count(head[1] + "\n") > limit
+    ):
+        return "", 0
     while limit > 0:
         kept, _ = tokens.truncate_lines(block_text, limit)
         if kept.count("\n") < 2:
@@ -199,6 +215,11 @@ def _cut(block_text: str, room: int) -> tuple[str, int]:
             return kept + CUT_NOTE, cost
         limit -= cost - room
     return "", 0
+
+
+@cache
+def _cut_note_tokens() -> int:
+    return tokens.count(CUT_NOTE)
 
 
 def _bounded(git_runner: GitRunner, deadline: float | None) -> GitRunner:
