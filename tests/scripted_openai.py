@@ -111,12 +111,13 @@ def _estimate_tokens(text: str) -> int:
 class _Rendered:
     """A fully rendered HTTP response (status, headers, JSON-able or raw body)."""
 
-    __slots__ = ("body", "headers", "status")
+    __slots__ = ("body", "headers", "status", "trickle_s")
 
     def __init__(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         self.status = status
         self.body = body
         self.headers = dict(headers or {})
+        self.trickle_s = 0.0  # > 0: the body is sent one byte per this many seconds
 
     def encode(self) -> bytes:
         """Serialises the body: ``bytes`` as is, ``str`` as UTF-8, anything else as JSON."""
@@ -404,6 +405,32 @@ class Slow(ScriptedResponse):
         return f"Slow({self.seconds}, then={self.then!r})"
 
 
+class Trickle(ScriptedResponse):
+    """Sends the headers at once, then the body one byte every ``interval_s`` seconds.
+
+    Each byte arrives well within any per-read timeout, so only a wall-clock bound on the whole
+    request stops a client from waiting ``len(body) * interval_s`` seconds.
+
+    Args:
+        interval_s: Seconds between two bytes of the body.
+        then: The response whose body is trickled (shorthand allowed).
+    """
+
+    def __init__(self, interval_s: float, then: Any) -> None:
+        self.interval_s = interval_s
+        self.then = _coerce(then)
+
+    def render(self, ctx: _Context) -> _Rendered | None:
+        """Renders ``then`` and marks it to be sent slowly."""
+        rendered = self.then.render(ctx)
+        if rendered is not None:
+            rendered.trickle_s = self.interval_s
+        return rendered
+
+    def __repr__(self) -> str:
+        return f"Trickle({self.interval_s}, then={self.then!r})"
+
+
 class Callable(ScriptedResponse):
     """Computes the response from the request, for dynamic behaviour.
 
@@ -464,7 +491,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             for name, value in headers.items():
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(payload)
+            if rendered.trickle_s > 0:
+                self.wfile.flush()
+                for i in range(len(payload)):
+                    self.wfile.write(payload[i : i + 1])
+                    self.wfile.flush()
+                    if self.server.owner._stopping.wait(rendered.trickle_s):
+                        return
+            else:
+                self.wfile.write(payload)
             self.wfile.flush()
         except OSError as exc:  # client gave up (timeout) or went away
             _log.debug("client disconnected before the response was sent: %s", exc)

@@ -14,7 +14,16 @@ from memrepo.llm.base import Budget, ToolCall
 from memrepo.llm.client import OpenAIChat, json_text, translate_error
 from memrepo.settings import Settings
 from pydantic import BaseModel, Field
-from scripted_openai import JSONReply, Malformed, Reply, ScriptedOpenAI, Slow, Status, ToolCalls
+from scripted_openai import (
+    JSONReply,
+    Malformed,
+    Reply,
+    ScriptedOpenAI,
+    Slow,
+    Status,
+    ToolCalls,
+    Trickle,
+)
 
 
 class Answer(BaseModel):
@@ -179,6 +188,34 @@ def test_deadline_bounds_retries_and_request_time(scripted_openai):
             MESSAGES, deadline=time.monotonic() + 0.6
         )
     assert time.monotonic() - started < 1.5
+
+
+def test_a_trickling_answer_is_cut_at_the_request_timeout(scripted_openai):
+    # one byte every 50 ms: every read is far inside any per-read timeout; the answer would take
+    # about 15 s in all. The request timeout bounds the whole request, not the gap between bytes.
+    scripted_openai.default = Trickle(0.05, JSONReply({"name": "Ana", "age": 31, "pad": "x" * 200}))
+    started = time.monotonic()
+    with pytest.raises(LLMUnavailable, match="timed out") as info:
+        make(scripted_openai, timeout_s=0.8, max_retries=0).chat(MESSAGES, response_model=Answer)
+    assert isinstance(info.value.__cause__, openai.APITimeoutError)
+    assert time.monotonic() - started < 1.3
+
+
+def test_a_trickling_answer_is_cut_at_the_deadline_and_the_client_still_works(scripted_openai):
+    scripted_openai.script(Trickle(0.05, JSONReply({"name": "Ana", "age": 31, "pad": "x" * 200})))
+    scripted_openai.default = JSONReply({"name": "Ana", "age": 31})
+    chat = make(scripted_openai, timeout_s=30, max_retries=5, sleep=time.sleep, backoff_s=0.05)
+    started = time.monotonic()
+    with pytest.raises(LLMUnavailable):
+        chat.chat(MESSAGES, response_model=Answer, deadline=time.monotonic() + 0.7)
+    assert time.monotonic() - started < 1.2
+    assert chat.chat(MESSAGES, response_model=Answer).parsed == Answer(name="Ana", age=31)
+
+
+def test_a_fast_answer_under_a_bound_is_untouched(scripted_openai):
+    scripted_openai.default = Trickle(0.001, JSONReply({"name": "Ana", "age": 31}))
+    result = make(scripted_openai, timeout_s=5).chat(MESSAGES, response_model=Answer)
+    assert result.parsed == Answer(name="Ana", age=31)
 
 
 def test_unreachable_endpoint_is_unavailable():

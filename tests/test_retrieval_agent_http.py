@@ -18,7 +18,7 @@ from memrepo import bootstrap
 from memrepo.cli import app as cli_app
 from memrepo.events import parse_session_ended
 from memrepo.settings import Settings
-from scripted_openai import JSONReply, Slow, ToolCalls
+from scripted_openai import JSONReply, Slow, ToolCalls, Trickle
 from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,6 +91,23 @@ def test_deadline_bounds_a_slow_llm(llm_client, scripted_openai):
     assert 0 < body["tokens_used"] <= 400
     assert body["elapsed_ms"] < 1500
     assert body["metadata"]["turns"] == 1 and scripted_openai.calls == 1
+
+
+def test_deadline_bounds_an_llm_that_trickles_its_answer(llm_client, scripted_openai):
+    # a byte every 20 ms: never a read timeout, ~1 minute for the whole answer
+    scripted_openai.default = Trickle(0.02, JSONReply(PLAN))
+    assert _post(llm_client, "nobody-yet").status_code == 200  # warm instance: SDK, tokenizer
+
+    started = time.monotonic()
+    response = _post(llm_client, deadline_ms=1500)
+    wall = time.monotonic() - started
+
+    body = response.get_json()
+    assert response.status_code == 200 and wall < 2.0, f"took {wall:.2f} s"
+    assert body["engine"] == "deterministic"
+    assert body["fallback_reason"] == "deadline: LLM openai/gpt-4o-mini: request timed out"
+    assert "Sarah starts at the bakery" in body["context"]
+    assert body["elapsed_ms"] < 1500
 
 
 def test_llm_plan_served_over_http(llm_client, scripted_openai):

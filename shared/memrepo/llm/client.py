@@ -3,7 +3,8 @@
 Policy lives here, I/O in the SDK (built with ``max_retries=0``, so this module is the only place
 that retries):
 
-* **timeouts**: each HTTP request gets ``min(timeout_s, time left before the deadline)``;
+* **timeouts**: each HTTP request gets ``min(timeout_s, time left before the deadline)`` as a
+  wall-clock bound on the whole request, a trickling answer included (:mod:`memrepo.llm.deadline`);
 * **retries**: connection errors, timeouts, 408, 409, 429 and 5xx are retried at most
   ``max_retries`` times with full-jitter exponential backoff (``backoff_s * 2**n``, at most
   ``max_backoff_s``; a ``Retry-After`` header wins, capped the same), never past the deadline;
@@ -36,6 +37,7 @@ from pydantic import BaseModel, ValidationError
 
 from memrepo.errors import LLMBadOutput, LLMError, LLMRejected, LLMUnavailable
 from memrepo.llm.base import Budget, CallRecord, ChatResult, M, ToolCall, Usage
+from memrepo.llm.deadline import bounded, deadline_http_client
 
 if TYPE_CHECKING:
     import openai
@@ -211,7 +213,7 @@ class OpenAIChat:
                 ``http://127.0.0.1:8080/v1`` (llama.cpp server, vLLM).
             model: the model name sent with every request.
             api_key: the bearer key; ``None`` sends a placeholder (local servers need none).
-            timeout_s: seconds per HTTP request (connect and read).
+            timeout_s: seconds per HTTP request, in total (connect, send, wait, read).
             max_retries: retries per request after a retryable failure (0 = one attempt).
             backoff_s: first backoff ceiling in seconds, doubled per retry (full jitter).
             max_backoff_s: ceiling of any backoff or ``Retry-After`` wait, in seconds.
@@ -243,6 +245,7 @@ class OpenAIChat:
             api_key=api_key or "unused",
             timeout=timeout_s,
             max_retries=0,
+            http_client=deadline_http_client(),
         )
 
     @classmethod
@@ -454,13 +457,14 @@ class OpenAIChat:
             allowed = budget.reserve(estimate, max_tokens)
             started = time.monotonic()
             try:
-                completion = self._sdk.chat.completions.create(
-                    model=self.model,
-                    messages=history,  # type: ignore[arg-type]
-                    max_tokens=allowed,
-                    timeout=timeout,
-                    **options,
-                )
+                with bounded(timeout):  # in total, not only between bytes (llm/deadline.py)
+                    completion = self._sdk.chat.completions.create(
+                        model=self.model,
+                        messages=history,  # type: ignore[arg-type]
+                        max_tokens=allowed,
+                        timeout=timeout,
+                        **options,
+                    )
             except openai.OpenAIError as exc:
                 record = CallRecord(
                     self.model, 0, 0, (time.monotonic() - started) * 1000, _outcome(exc)
