@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import memrepo
 import memrepo.writer
@@ -134,3 +135,24 @@ def test_a_rejected_session_event_loads_nothing_of_retrieval(tmp_path):
     assert "memrepo.envelope" in loaded
     assert [m for m in loaded if m.startswith(("memrepo.retrieval", "memrepo.conversation",
                                                "memrepo.tokens", "memrepo.llm"))] == []
+
+
+@pytest.mark.parametrize(
+    ("function", "other"),
+    [
+        ("retrieval", ("memrepo.writer", "memrepo.events", "memrepo.envelope", "memrepo.tokens",
+                       "memrepo.retrieval.plan", "memrepo.retrieval.resolver", "memrepo.llm")),
+        ("writer", ("memrepo.retrieval", "memrepo.conversation", "memrepo.tokens",
+                    "memrepo.writer.llm", "memrepo.llm")),
+    ],
+)
+def test_each_function_preloads_its_own_path_only(function, other):
+    main = Path(__file__).resolve().parents[1] / "functions" / function
+    code = (
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(main)!r})\n"
+        "import main\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('memrepo'))))\n"
+    )
+    loaded = _fresh_interpreter(code)
+    assert [m for m in loaded if m.startswith(other)] == []  # type: ignore[union-attr]

@@ -591,10 +591,13 @@ def test_a_cache_given_as_a_function_is_opened_when_first_needed(tmp_path):
         assert repos.checkout_existing("ana", read_only=True) is None  # no memory: no cache
         assert repos.delete("ana") == 0
         assert opened == [] and not (tmp_path / "caches").exists()
-        write(repos, "s1")
+        write(repos, "s1")  # a new user's first write: nothing in a cache to update either
+        assert opened == []
+        assert history(repos) == ["s1"]  # the first checkout of stored memory opens it
         assert len(opened) == 1 and repos.cache is opened[0]
-        assert history(repos) == ["s1"]
-        assert len(opened) == 1 and opened[0].stats["cold"] + opened[0].stats["hits"] >= 1
+        write(repos, "s2")
+        assert history(repos) == ["s2", "s1"]
+        assert len(opened) == 1 and opened[0].stats["absorbed"] + opened[0].stats["hits"] >= 1
     finally:
         for cache in opened:
             cache.close()

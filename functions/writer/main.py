@@ -11,10 +11,23 @@ import os
 from functools import cache
 
 import functions_framework
+import memrepo.chain  # noqa: F401 - the modules every write needs, preloaded (see below)
+import memrepo.envelope  # noqa: F401
+import memrepo.events  # noqa: F401
+import memrepo.layout  # noqa: F401
+import memrepo.repos  # noqa: F401
+import memrepo.store  # noqa: F401
+import memrepo.writer.deterministic  # noqa: F401
+import memrepo.writer.service  # noqa: F401
 from cloudevents.http.event import CloudEvent
 from memrepo import bootstrap, logs
 from memrepo.handlers import handle_session_message
 from memrepo.settings import Settings
+
+# The library imports lazily, so the first event would import the modules above in gunicorn's
+# worker; imported here, before the worker is forked, their pages stay shared between master and
+# worker instead of being copied into the worker (less memory in all, no more time). Only what
+# every write needs: the LLM writer's modules, loaded when configured, stay lazy.
 
 
 @cache

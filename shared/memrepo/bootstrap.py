@@ -31,8 +31,8 @@ def repos(settings: Settings) -> UserRepos:
     """Return the :class:`UserRepos` of the configured store (cached), with the warm-instance
     repository cache unless ``cache_max_bytes`` is 0 (see :mod:`memrepo.repocache`).
 
-    The cache is opened by the first checkout or save that uses it, so a retrieval instance that
-    only meets users without memory never loads it.
+    The cache is opened by the first checkout of stored memory (a user without memory, or a new
+    user's first write, has nothing to cache), so such requests never load it.
     """
     from memrepo.repos import UserRepos
     from memrepo.store import open_store

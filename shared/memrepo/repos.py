@@ -89,8 +89,9 @@ class UserRepos:
         """Args:
         store: where manifests and bundles live.
         tmp_root: where workspaces are created (default: the system temp dir).
-        cache: a warm-instance cache, or a function that opens one when first needed (a reader
-            of users without memory never does); ``None`` hydrates every checkout from the store.
+        cache: a warm-instance cache, or a function that opens one when first needed: by the
+            first checkout of stored memory (users without memory and a new user's first write
+            never need it); ``None`` hydrates every checkout from the store.
         max_increments: chain length that triggers compaction on the next save.
         gc_grace_s: age in seconds under which an unreferenced part is never collected.
         clock: wall clock in Unix seconds (names parts; tests pass a fake).
@@ -345,14 +346,15 @@ class UserRepos:
         log.info("manifest saved", extra={
             "user_id": ws.user_id, "generation": new_generation, "kind": kind,
             "increments": len(new.increments), "uploaded_bytes": sum(len(d) for _, d in uploads)})
-        if self.cache is not None:
+        cache = self._cache  # a cache not opened yet holds no entry to bring up to date
+        if cache is not None:
             try:
-                self.cache.absorb(self.store, new, new_generation, {p.key: d for p, d in uploads},
-                                  ws=ws, appended=appended, base=old.tip if old else None)
+                cache.absorb(self.store, new, new_generation, {p.key: d for p, d in uploads},
+                             ws=ws, appended=appended, base=old.tip if old else None)
             except Exception as exc:  # noqa: BLE001 - the cache is an optimisation; drop it
                 log.warning("cache not updated after save; entry dropped",
                             extra={"user_id": ws.user_id, "error": f"{type(exc).__name__}: {exc}"})
-                self.cache.forget(self.store.url, ws.user_id)
+                cache.forget(self.store.url, ws.user_id)
         superseded = (old.keys() - new.keys()) if old is not None else set()
         if origin.legacy:
             superseded.add(legacy_key(ws.user_id))
