@@ -1,7 +1,8 @@
 """One frozen settings object: explicit argument, then environment variable, then default.
 
 The core never reads ``os.environ``: entry points call :meth:`Settings.from_env` with the
-environment (or tests pass a dict) and hand the object down.
+environment (or tests pass a dict) and hand the object down. A row continued on the next line
+has empty first cells.
 
 | setting                | variable                         | default                              |
 |------------------------|----------------------------------|--------------------------------------|
@@ -29,9 +30,11 @@ environment (or tests pass a dict) and hand the object down.
 | writer_max_llm_tokens  | ``MEMREPO_WRITER_MAX_LLM_TOKENS``| 60,000 tokens (in + out) per session |
 | writer_deadline_s      | ``MEMREPO_WRITER_DEADLINE_S``    | 240 s of LLM work per session        |
 | ontology_path          | ``MEMREPO_ONTOLOGY``             | none (people and contexts)           |
-| mirror_url             | ``MEMREPO_MIRROR_URL``           | none (no mirror); ``{user_id}`` placeholder |
+| mirror_url             | ``MEMREPO_MIRROR_URL``           | none (no mirror); may hold a         |
+|                        |                                  | ``{user_id}`` placeholder            |
 | mirror_token           | ``MEMREPO_MIRROR_TOKEN``         | none                                 |
-| mirror_token_secret    | ``MEMREPO_MIRROR_TOKEN_SECRET``  | none (``projects/P/secrets/S/versions/V``) |
+| mirror_token_secret    | ``MEMREPO_MIRROR_TOKEN_SECRET``  | none; a Secret Manager version,      |
+|                        |                                  | ``projects/P/secrets/S/versions/V``  |
 | mirror_username        | ``MEMREPO_MIRROR_USERNAME``      | ``x-access-token`` (Basic auth user) |
 | mirror_timeout_s       | ``MEMREPO_MIRROR_TIMEOUT_S``     | 60 s per push                        |
 | mirror_background      | ``MEMREPO_MIRROR_BACKGROUND``    | false (push inline after the save)   |
