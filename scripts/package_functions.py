@@ -6,7 +6,8 @@ Each archive holds, at its root:
 * ``main.py``: a copy of ``functions/<name>/main.py`` (the entry point module),
 * ``requirements.txt``: the runtime dependencies, ``[project].dependencies`` of ``pyproject.toml``,
 * ``memrepo/``: the package from ``shared/memrepo``, without ``__pycache__``, compiled files,
-  ``devstack/`` (the local emulator stack), ``evaluation/`` (the benchmark harness) or test-only modules.
+  ``devstack/`` (the local emulator stack), ``evaluation/`` (the benchmark harness) or test-only
+  modules.
 
 The archives are reproducible: entries sorted by name, every timestamp 1980-01-01 00:00:00, every
 file mode 0644, Unix as the creating system, deflate at level 9, no directory entries and no
@@ -41,7 +42,9 @@ UNIX = 3  # ZipInfo.create_system for Unix, so external_attr carries the mode
 COMPRESS_LEVEL = 9
 
 # Left out of the package: caches, compiled files, the local emulator stack, tests.
-EXCLUDED_DIRS = frozenset({"__pycache__", "devstack", "evaluation", "tests", "testing", ".mypy_cache"})
+EXCLUDED_DIRS = frozenset(
+    {"__pycache__", "devstack", "evaluation", "tests", "testing", ".mypy_cache"}
+)
 EXCLUDED_SUFFIXES = (".pyc", ".pyo", ".orig", ".rej", ".swp")
 EXCLUDED_NAMES = frozenset({"conftest.py", ".DS_Store"})
 
