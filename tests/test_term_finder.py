@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from memrepo.retrieval.deterministic import _term_finder
 
@@ -33,6 +33,21 @@ def test_agrees_with_the_case_insensitive_look_behind(text):
 
 
 @given(st.lists(st.sampled_from(PIECES), max_size=30).map("".join))
-def test_a_term_holding_an_underscore_takes_the_look_behind(text):
-    terms = [*TERMS, "a_exam"]
+def test_terms_holding_underscores_apostrophes_or_dashes(text):
+    terms = [*TERMS, "a_exam", "re-exam", "sarah's", "xam", "am"]
     assert _term_finder(terms)(text) == reference(terms, text)
+
+
+@settings(max_examples=500)
+@given(st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=3)), max_size=30).map("".join))
+def test_agrees_on_any_unicode_text_lower_casing_keeps(text):
+    # lower() and re's case-insensitive matching differ only for characters that lower() makes
+    # longer ("İ") or that fold to another letter ("ſ" ~ "s"); those are the documented exceptions
+    assume(all(len(c.lower()) == 1 and c.lower() == c.casefold() for c in text))
+    terms = [*TERMS, "a_exam", "re-exam", "xam"]
+    assert _term_finder(terms)(text) == reference(terms, text)
+
+
+def test_the_documented_exceptions():
+    assert _term_finder(TERMS)("İexam") == ["exam"] and reference(TERMS, "İexam") == []
+    assert _term_finder(TERMS)("ſarah") == [] and reference(TERMS, "ſarah") == ["ſarah"]

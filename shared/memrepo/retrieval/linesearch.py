@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from memrepo.errors import SearchFailed
 
@@ -27,8 +27,7 @@ from memrepo.errors import SearchFailed
 GREP_TIMEOUT_S = 20.0
 
 
-@dataclass(frozen=True, slots=True)
-class LineHit:
+class LineHit(NamedTuple):
     """One matching line: ``path`` relative to the work tree, 1-based ``line``, its ``text``."""
 
     path: str
@@ -87,5 +86,5 @@ def grep_lines(
         number, colon, text = rest.partition(":")
         if nul and colon and number.isdigit():
             hits.append(LineHit(path, int(number), text))
-    hits.sort(key=lambda h: (h.path, h.line))
+    hits.sort()  # by path, then line (then text: never needed, a line has one text)
     return hits
