@@ -384,13 +384,10 @@ class Workspace:
             self._base_of_commits = before
         elif before != self._made[-1][0]:
             self._base_of_commits = None  # moved by something else: no longer a plain append
-        prefixes = self.lazy_prefixes
-        lazy = sorted(p for p in self.written if prefixes and p.startswith(prefixes))
-        if lazy:  # `git add` ignores skip-worktree entries; update-index stages them (and clears
-            # the bit), new files and removed ones alike
-            git(["update-index", "-z", "--add", "--remove", "--stdin"], self.path,
-                input="".join(f"{p}\0" for p in lazy).encode())
-        git(["add", "-A", "."], self.path)
+        if self.lazy_prefixes:
+            self._stage_written()
+        else:
+            git(["add", "-A", "."], self.path)
         body = message.strip() + "\n\n" + "\n".join(f"{k}: {v}" for k, v in trailers.items()) + "\n"
         env = {"GIT_AUTHOR_DATE": author_date.isoformat()} if author_date else None
         # Plumbing instead of `git commit`, which refreshes every index entry (an lstat per
@@ -405,6 +402,26 @@ class Workspace:
             raise GitError("commit produced no head")
         self._made.append((head, dict(trailers)))
         return head
+
+    def _stage_written(self) -> None:
+        """Stage exactly the paths written through :meth:`write` (a lean workspace changes only so).
+
+        ``git hash-object -w --stdin-paths`` stores their blobs and one ``git update-index
+        --index-info`` records them (git-update-index(1) "USING --INDEX-INFO"): the index, which
+        holds an entry per transcript of the whole history, is read and rewritten once, not by
+        ``git add -A`` scanning it too. Recorded entries lose the skip-worktree bit, as they are
+        on disk now. (``update-index --add --remove`` would not do: it drops a skip-worktree
+        entry whose file it is given instead of updating it.)
+        """
+        written = sorted(self.written)
+        present = [p for p in written if self.resolve(p).is_file()]
+        shas = git_text(["hash-object", "-w", "--stdin-paths"], self.path,
+                        input="".join(f"{p}\n" for p in present).encode()).split()
+        if len(shas) != len(present):
+            raise GitError(f"hash-object returned {len(shas)} ids for {len(present)} files")
+        info = dict(zip(present, (f"100644 {sha}" for sha in shas), strict=True))
+        rows = [f"{info.get(p, f'0 {_ZERO}')}\t{p}\0" for p in written]
+        git(["update-index", "-z", "--index-info"], self.path, input="".join(rows).encode())
 
     def bundle(self) -> bytes:
         """Return a verified bundle of the user's branch (all of its history).
