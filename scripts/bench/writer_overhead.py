@@ -18,6 +18,9 @@ separately at the end: it happens once every ``chain_max_increments`` (64) write
 Run::
 
     .venv/bin/python scripts/bench/writer_overhead.py --sizes 100 1000 10000 --store fs
+
+The growth of the warm overhead with the history is also measured with the sizes interleaved
+round by round (``--growth-rounds``), so that it is a ratio measured side by side.
 """
 
 from __future__ import annotations
@@ -176,12 +179,43 @@ def bench_size(size: int, args: argparse.Namespace, make_store: Any, work: Path)
     return result
 
 
+def growth_phase(args: argparse.Namespace, make_store: Any, work: Path) -> dict[int, Any]:
+    """Warm writes of every size interleaved round by round (order alternating): side by side.
+
+    The per-size runs above happen one after the other, so a change in the machine's load between
+    them skews a ratio across sizes; here every size writes in every round.
+    """
+    rounds = args.growth_rounds
+    setups: dict[int, tuple[Counting, RepoCache, UserRepos, list[SessionEnded]]] = {}
+    for size in args.sizes:
+        store = Counting(make_store(f"growth-{size}"))
+        seed_manifest(store.inner, USER, history_bundle(USER, size).read_bytes())
+        tmp = work / f"tmp-growth-{size}"
+        tmp.mkdir()
+        cache = RepoCache(work / f"cache-growth-{size}", 4 << 30)
+        repos = UserRepos(store, tmp_root=tmp, cache=cache, max_increments=64)
+        ws, _ = repos.checkout(USER, lean=True)  # a warm instance: its cache filled
+        ws.close()
+        setups[size] = (store, cache, repos, list(events(USER, size + rounds))[size:])
+    samples: dict[int, list[float]] = {size: [] for size in args.sizes}
+    for r in range(rounds):
+        for size in args.sizes if r % 2 == 0 else list(reversed(args.sizes)):
+            store, _, repos, new = setups[size]
+            samples[size].append(timed_write(repos, new[r], store)["overhead"])
+        print(f"  growth: round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
+    for _, cache, _, _ in setups.values():
+        cache.close()
+    return {size: summary(values) for size, values in samples.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
     parser.add_argument("--rounds", type=int, default=9, help="warm writes per size")
     parser.add_argument("--cold-rounds", type=int, default=3)
     parser.add_argument("--naive-rounds", type=int, default=3)
+    parser.add_argument("--growth-rounds", type=int, default=15,
+                        help="warm writes per size, sizes interleaved, for the growth ratio")
     parser.add_argument("--store", choices=["fs", "gcs"], default="fs")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -192,12 +226,14 @@ def main() -> None:
             with fake_gcs() as (make, _server):
                 for size in args.sizes:
                     results.append(bench_size(size, args, make, work))
+                growth_runs = growth_phase(args, make, work)
         else:
             def make(prefix: str) -> BundleStore:
                 return FilesystemStore(work / "stores" / prefix)
 
             for size in args.sizes:
                 results.append(bench_size(size, args, make, work))
+            growth_runs = growth_phase(args, make, work)
     info["loadavg_end"] = Path("/proc/loadavg").read_text().split()[:3]
     rows = []
     for r in results:
@@ -220,9 +256,19 @@ def main() -> None:
     first, last = results[0]["warm"]["overhead"], results[-1]["warm"]["overhead"]
     growth = last["median_ms"] / first["median_ms"]
     print(f"\nwarm overhead growth {results[0]['size']} -> {results[-1]['size']} sessions: "
-          f"{growth:.2f}x")
-    path = write_json(f"writer_overhead_{args.store}", {"machine": info, "results": results,
-                                                         "warm_growth": round(growth, 2)}, args.out)
+          f"{growth:.2f}x (per-size runs, one after the other)")
+    print(f"\nwarm overhead with the sizes interleaved, n={args.growth_rounds} each, in ms\n")
+    low = growth_runs[args.sizes[0]]["median_ms"]
+    print(table(["sessions", "p50", "p95", "vs smallest"],
+                [[size, g["median_ms"], g["p95_ms"], f"{g['median_ms'] / low:.2f}x"]
+                 for size, g in growth_runs.items()]))
+    side_by_side = growth_runs[args.sizes[-1]]["median_ms"] / low
+    print(f"\nwarm overhead growth {args.sizes[0]} -> {args.sizes[-1]} sessions, side by side: "
+          f"{side_by_side:.2f}x")
+    path = write_json(f"writer_overhead_{args.store}", {
+        "machine": info, "results": results, "warm_growth": round(growth, 2),
+        "growth_interleaved": {str(k): v for k, v in growth_runs.items()},
+        "warm_growth_interleaved": round(side_by_side, 2)}, args.out)
     print(f"JSON: {path}")
 
 
