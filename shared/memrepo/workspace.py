@@ -13,10 +13,10 @@ Workspaces made by :class:`~memrepo.repocache.RepoCache` may be *lean* or *share
 * lean (``lazy_prefixes``): files under those prefixes (``sessions/`` and ``timeline/``, which grow
   with the history)
   are in the index with the skip-worktree bit (git-update-index(1) "SKIP-WORKTREE BIT") instead of
-  on disk; :meth:`Workspace.read` reads them from the index, ``git add -A`` leaves them alone, and
-  files written there through :meth:`Workspace.write` (new or existing) are staged by
-  :meth:`Workspace.commit` with ``git update-index --add --remove``. Creating one costs O(files
-  outside the prefixes), not O(sessions).
+  on disk; :meth:`Workspace.read` reads them from the index, and :meth:`Workspace.commit` stages
+  exactly the files written through :meth:`Workspace.write` (inside the prefixes or not) with one
+  ``git update-index --index-info``. Creating one costs O(files outside the prefixes), not
+  O(sessions).
 * shared (``read_only``): a full checkout several readers use at once; :meth:`write` and
   :meth:`commit` refuse.
 """
