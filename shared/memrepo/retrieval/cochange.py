@@ -19,7 +19,9 @@ table; logs are never mutated once published).
 from __future__ import annotations
 
 import heapq
+import sys
 import threading
+from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -28,8 +30,8 @@ from pathlib import Path
 from memrepo.chain import is_ancestor
 from memrepo.gitcli import git_text
 
-#: Tips whose logs are kept per process (each ~1-2 MB at 10,000 sessions).
-MAX_LOGS = 8
+#: Tips whose logs are kept per process (each ~4 MB at 10,000 sessions, ~0.4 MB at 1,000).
+MAX_LOGS = 4
 #: Most recent commits touching the given files that count as "changed together".
 DEFAULT_WINDOW = 200
 _MARK = "\x00commit "
@@ -42,12 +44,13 @@ class CommitLog:
     Attributes:
         head: the commit id the log ends at.
         commits: for commit ``i`` (0 = the oldest), the paths it touched.
-        touching: path → indices into ``commits`` of the commits that touched it, ascending.
+        touching: path → indices into ``commits`` of the commits that touched it, ascending
+            (``array('i')``; paths are interned, so a path touched by many commits is one string).
     """
 
     head: str
     commits: tuple[tuple[str, ...], ...]
-    touching: Mapping[str, tuple[int, ...]]
+    touching: Mapping[str, array[int]]
 
     def changed_with(self, paths: Iterable[str], window: int = DEFAULT_WINDOW) -> set[str]:
         """Return every path touched by the ``window`` newest commits that touched any of ``paths``.
@@ -69,7 +72,7 @@ class CommitLog:
             for path in files:
                 added.setdefault(path, []).append(len(self.commits) + offset)
         for path, indices in added.items():
-            touching[path] = (*touching.get(path, ()), *indices)
+            touching[path] = touching.get(path, array("i")) + array("i", indices)
         return CommitLog(new_head, (*self.commits, *newer), touching)
 
 
@@ -80,7 +83,7 @@ def _read(repo: Path, revisions: str) -> list[tuple[str, ...]]:
     commits: list[tuple[str, ...]] = []
     for chunk in out.split(_MARK)[1:]:
         lines = chunk.split("\n")
-        commits.append(tuple(dict.fromkeys(p for p in lines[1:] if p)))
+        commits.append(tuple(dict.fromkeys(sys.intern(p) for p in lines[1:] if p)))
     commits.reverse()
     return commits
 
@@ -90,7 +93,7 @@ def _build(head: str, commits: list[tuple[str, ...]]) -> CommitLog:
     for i, files in enumerate(commits):
         for path in files:
             touching.setdefault(path, []).append(i)
-    return CommitLog(head, tuple(commits), {p: tuple(ix) for p, ix in touching.items()})
+    return CommitLog(head, tuple(commits), {p: array("i", ix) for p, ix in touching.items()})
 
 
 class CommitLogCache:
