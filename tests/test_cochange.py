@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import subprocess
 import threading
 from pathlib import Path
 
@@ -108,3 +109,38 @@ def test_concurrent_requests_at_different_tips_agree_with_git(tmp_path):
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_a_rebuild_merge_counts_only_the_rebuilt_lineage_cold_or_warm(tmp_path):
+    # the shape of memrepo's rebuild: a new root lineage, merged over the old tip with the new
+    # lineage as first parent and its tree (docs/operations.md "Rebuild")
+    repo, old = new_repo(tmp_path, 12)
+    git(["checkout", "-q", "--orphan", "rebuilt"], repo)
+    git(["rm", "-q", "-r", "--cached", "."], repo)
+    for path in repo.iterdir():
+        if path.name != ".git":
+            subprocess.run(["rm", "-rf", str(path)], check=True)
+    rebuilt = [commit(repo, n, random.Random(n)) for n in range(200, 206)]
+    tree = git_text(["rev-parse", f"{rebuilt[-1]}^{{tree}}"], repo).strip()
+    merge = git_text(["commit-tree", tree, "-p", rebuilt[-1], "-p", old[-1], "-m", "rebuild"],
+                     repo).strip()
+    warm = CommitLogCache()
+    warm.log(repo, old[-1])
+    warm_log = warm.log(repo, merge)
+    cold_log = CommitLogCache().log(repo, merge)
+    assert warm.stats["extended"] == 0  # the old tip is not on the merge's first-parent chain
+    for paths in ([PEOPLE[0]], PEOPLE[2:4], PEOPLE):
+        expected = git_changed_with(repo, merge, paths, 5)
+        assert warm_log.changed_with(paths, 5) == cold_log.changed_with(paths, 5) == expected
+    assert len(cold_log.commits) == 7  # six rebuilt sessions and the merge (which shows no files)
+
+
+def test_a_tip_of_another_repository_at_the_same_path_is_read_whole(tmp_path):
+    repo, tips = new_repo(tmp_path, 5)
+    cache = CommitLogCache()
+    cache.log(repo, tips[-1])
+    subprocess.run(["rm", "-rf", str(repo)], check=True)
+    repo, other = new_repo(tmp_path, 4, seed=11)  # the same directory, another history
+    assert cache.log(repo, other[-1]).changed_with(PEOPLE, 200) == git_changed_with(
+        repo, other[-1], PEOPLE, 200)
+    assert cache.stats == {"full": 2, "extended": 0, "hits": 0}

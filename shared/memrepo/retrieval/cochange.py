@@ -4,12 +4,14 @@ The deterministic engine boosts lines of files that were changed in the same com
 entities a conversation mentions. Asking ``git log --name-only --full-diff -N -- <paths>`` per
 request walks and diffs the history every time (~30 ms at 1,000 sessions, ten times that at
 10,000). Here the history is read once per commit at the tip and kept: a :class:`CommitLog`
-lists the paths each non-merge commit touched (``git log --name-only --no-renames``; a merge
-shows none, as in ``git log`` without ``-m``; ``--topo-order``, so a log read whole and one
-extended tip by tip agree) and which commits touched each path. When the tip
-moves forward (another session stored), only the new commits are read (``git log OLD..NEW``)
-and the new log shares everything else with the old one, so keeping a warm instance current costs
-O(new sessions), not O(history).
+lists the paths each commit of the tip's first-parent chain touched (``git log --first-parent
+--name-only --no-renames``; a rebuild's merge commit has the rebuilt lineage as first parent and
+its tree, so, as with the path-limited ``git log`` before, the replaced lineage does not count)
+and which commits touched each path. When the tip moves forward on that chain (another session
+stored), only the new commits are read (``git log --first-parent OLD..NEW``, whose oldest commit
+must have OLD as first parent, else the history is read whole) and the new log shares the
+unchanged index lists with the old one: one git call of O(new sessions) plus a copy of the
+path table.
 
 Logs are kept in a small process-wide LRU (:data:`MAX_LOGS` tips); commit ids name immutable
 histories, so an entry can never be stale. Safe with concurrent requests (one lock around the
@@ -27,7 +29,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from memrepo.chain import is_ancestor
 from memrepo.gitcli import git_text
 
 #: Tips whose logs are kept per process (each ~4 MB at 10,000 sessions, ~0.4 MB at 1,000).
@@ -64,7 +65,8 @@ class CommitLog:
     def extended(self, new_head: str, newer: list[tuple[str, ...]]) -> CommitLog:
         """Return the log at ``new_head``: this one plus ``newer`` (oldest first); self unchanged.
 
-        Index lists of paths the new commits did not touch are shared with this log, not copied.
+        Index lists of paths the new commits did not touch are shared with this log, not copied
+        (the path table and the commit tuple are copied: cheap, but O(history)).
         """
         touching = dict(self.touching)
         added: dict[str, list[int]] = {}
@@ -76,16 +78,29 @@ class CommitLog:
         return CommitLog(new_head, (*self.commits, *newer), touching)
 
 
-def _read(repo: Path, revisions: str) -> list[tuple[str, ...]]:
-    """Return the paths each commit of ``revisions`` touched, oldest first (one git call)."""
-    out = git_text(["log", "--format=%x00commit %H", "--name-only", "--no-renames",
-                    "--no-color", "--topo-order", revisions, "--"], repo)
+def _read(
+    repo: Path, revisions: str, *, check: bool = True
+) -> tuple[list[tuple[str, ...]], str | None]:
+    """Read the first-parent history of ``revisions`` (one git call).
+
+    With ``check=False`` a range git cannot resolve (a tip this repository does not have) reads
+    as empty, so the caller reads the history whole instead.
+
+    Returns:
+        The paths each commit touched, oldest first, and the first parent of the oldest commit
+        listed (``None`` for a root commit or an empty range).
+    """
+    out = git_text(["log", "--first-parent", "--format=%x00commit %H %P", "--name-only",
+                    "--no-renames", "--no-color", revisions, "--"], repo, check=check)
     commits: list[tuple[str, ...]] = []
+    oldest_parent: str | None = None
     for chunk in out.split(_MARK)[1:]:
         lines = chunk.split("\n")
+        ids = lines[0].split()
+        oldest_parent = ids[1] if len(ids) > 1 else None
         commits.append(tuple(dict.fromkeys(sys.intern(p) for p in lines[1:] if p)))
     commits.reverse()
-    return commits
+    return commits, oldest_parent
 
 
 def _build(head: str, commits: list[tuple[str, ...]]) -> CommitLog:
@@ -120,21 +135,25 @@ class CommitLogCache:
             if found is not None:
                 self._logs.move_to_end(head)
                 self.stats["hits"] += 1
+                self._last.pop(key, None)  # most recently used last
                 self._last[key] = head
                 return found
             base = self._logs.get(self._last.get(key, ""))
-        if base is not None and is_ancestor(repo, base.head, head):
-            log = base.extended(head, _read(repo, f"{base.head}..{head}"))
-            kind = "extended"
-        else:
-            log = _build(head, _read(repo, head))
-            kind = "full"
+        log: CommitLog | None = None
+        kind = "full"
+        if base is not None:  # the tip moved: read the new commits only, if it moved forward
+            newer, parent = _read(repo, f"{base.head}..{head}", check=False)
+            if newer and parent == base.head:  # base is on the new tip's first-parent chain
+                log, kind = base.extended(head, newer), "extended"
+        if log is None:
+            log = _build(head, _read(repo, head)[0])
         with self._lock:
             self.stats[kind] += 1
             self._logs[head] = log
             self._logs.move_to_end(head)
             while len(self._logs) > self.max_logs:
                 self._logs.popitem(last=False)
+            self._last.pop(key, None)
             self._last[key] = head
             if len(self._last) > 4 * self.max_logs:
                 self._last.pop(next(iter(self._last)))
