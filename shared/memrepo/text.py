@@ -31,6 +31,21 @@ month months year years day days shares image photo pic picture
 )
 
 
+def split_lines(text: str, keepends: bool = False) -> list[str]:
+    """Split ``text`` into lines at ``\\n`` only, as git and grep number lines.
+
+    ``str.splitlines`` also breaks at ``\\r``, ``\\v``, ``\\f``, ``\\x1c``-``\\x1e``, ``\\x85``,
+    ``\\u2028`` and ``\\u2029``, which a turn's text may hold: line numbers from ``grep -n`` or a
+    diff would then point at other lines. Like ``splitlines``, no empty last line is returned
+    for a text ending in ``\\n``; with ``keepends`` every line keeps its ``\\n``.
+    """
+    parts = text.split("\n")
+    last = parts.pop()
+    if keepends:
+        return [f"{part}\n" for part in parts] + ([last] if last else [])
+    return [*parts, last] if last else parts
+
+
 def words(text: str) -> list[str]:
     """Return the words of ``text`` in order, lowercased, apostrophes normalised."""
     return [w.lower().replace("’", "'") for w in _WORD.findall(text)]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from memrepo.text import split_lines
+
 ENCODING = "cl100k_base"
 _PAT_STR = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
@@ -68,7 +70,7 @@ def truncate_lines(text: str, max_tokens: int) -> tuple[str, bool]:
         return text, False
     kept: list[str] = []
     used = 0
-    for line in text.splitlines(keepends=True):
+    for line in split_lines(text, keepends=True):
         cost = count(line)
         if used + cost > max_tokens:
             break

@@ -25,6 +25,7 @@ from typing import Any
 
 from memrepo import frontmatter
 from memrepo.events import SessionEnded, Turn, parse_session_ended
+from memrepo.text import split_lines
 
 _FAR_FUTURE = datetime.max.replace(tzinfo=UTC) - timedelta(days=2)
 
@@ -64,7 +65,7 @@ def parse(text: str, user_id: str) -> SessionEnded:
     """
     meta, body = frontmatter.split(text)
     turns: list[dict[str, Any]] = []
-    for line in body.splitlines():
+    for line in split_lines(body):
         match = _TURN.match(line)
         if match:
             turns.append({**match.groupdict(), "content": match["content"]})

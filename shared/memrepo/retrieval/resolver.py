@@ -18,6 +18,7 @@ from functools import cache
 
 from memrepo import tokens
 from memrepo.retrieval.plan import Plan, Pointer
+from memrepo.text import split_lines
 from memrepo.workspace import PathOutsideRepo, Workspace
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ def _read(
         return git_runner(ws, pointer)
     if pointer.path not in files:
         text = ws.read(pointer.path)
-        files[pointer.path] = None if text is None else text.splitlines(keepends=True)
+        files[pointer.path] = None if text is None else split_lines(text, keepends=True)
     lines = files[pointer.path]
     if lines is None:
         return None

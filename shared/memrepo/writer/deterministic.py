@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from memrepo import frontmatter, index, timeline, transcript
 from memrepo.events import SessionEnded, Turn
 from memrepo.layout import DEFAULT_ONTOLOGY, INDEX, PROFILE, Ontology, session_path
-from memrepo.text import STOPWORDS, keywords
+from memrepo.text import STOPWORDS, keywords, split_lines
 from memrepo.workspace import Workspace
 from memrepo.writer.base import CommitPlan, WriterEngine
 
@@ -186,7 +186,7 @@ class DeterministicWriter(WriterEngine):
             "last_session": event.session_id,
             "last_date": date,
         }
-        lines = body.splitlines()
+        lines = split_lines(body)
         if not any(line.strip() for line in lines):
             lines = [f"# {meta['name']}", ""]
         start = next((i for i, line in enumerate(lines) if line.strip() == "## Sessions"), None)
@@ -220,7 +220,7 @@ class DeterministicWriter(WriterEngine):
             "first_date": min(str(meta.get("first_date") or date), date),
             "last_date": max(str(meta.get("last_date") or date), date),
         }
-        entries = [line for line in body.splitlines() if line.startswith("- ")]
+        entries = [line for line in split_lines(body) if line.startswith("- ")]
         said = 0
         for turn in user_turns:
             for sentence in _SENTENCE.split(turn.content.replace("\n", " ")):
