@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from functions_framework import create_app
 from helpers import event
-from memrepo import bootstrap
+from memrepo import bootstrap, tokens
 from memrepo.cli import app as cli_app
 from memrepo.events import parse_session_ended
 from memrepo.settings import Settings
@@ -75,7 +75,10 @@ def _post(client, user_id: str = "ana", **extra):
 
 def test_deadline_bounds_a_slow_llm(llm_client, scripted_openai):
     scripted_openai.default = Slow(10, JSONReply(PLAN))
-    assert _post(llm_client, "nobody-yet").status_code == 200  # warm instance: SDK, tokenizer
+    # a warm instance: the retriever and its LLM client (the openai SDK) built by a first request;
+    # a user without memory loads no tokenizer, so load it as a request with memory would
+    assert _post(llm_client, "nobody-yet").status_code == 200
+    tokens.encoding()
     assert scripted_openai.calls == 0  # no memory: no agent
 
     started = time.monotonic()
@@ -96,7 +99,10 @@ def test_deadline_bounds_a_slow_llm(llm_client, scripted_openai):
 def test_deadline_bounds_an_llm_that_trickles_its_answer(llm_client, scripted_openai):
     # a byte every 20 ms: never a read timeout, ~1 minute for the whole answer
     scripted_openai.default = Trickle(0.02, JSONReply(PLAN))
-    assert _post(llm_client, "nobody-yet").status_code == 200  # warm instance: SDK, tokenizer
+    # a warm instance: the retriever and its LLM client (the openai SDK) built by a first request;
+    # a user without memory loads no tokenizer, so load it as a request with memory would
+    assert _post(llm_client, "nobody-yet").status_code == 200
+    tokens.encoding()
 
     started = time.monotonic()
     response = _post(llm_client, deadline_ms=1500)

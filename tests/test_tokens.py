@@ -24,3 +24,18 @@ def test_words_never_exceed_tokens_of_any_text(text):
 
 def test_the_bound_is_tight_for_plain_words():
     assert tokens.at_least("the cat sat on the mat") == tokens.count("the cat sat on the mat") == 6
+
+
+def test_no_token_of_the_vocabulary_spans_two_words():
+    # what at_least relies on: a token never holds characters of two str.split() words, so each
+    # word of a text costs at least one token of its own
+    encoder = tokens.encoding()
+    spanning = []
+    for rank in range(encoder.n_vocab):
+        try:
+            piece = encoder.decode_single_token_bytes(rank).decode("utf-8", "ignore")
+        except KeyError:  # ranks without a token
+            continue
+        if len(piece.split()) > 1:
+            spanning.append(piece)
+    assert spanning == []

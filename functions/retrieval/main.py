@@ -15,29 +15,30 @@ import gc
 # before gunicorn forks the worker, so collections in the worker neither scan nor copy their pages:
 # the recipe of the gc module's documentation for forking servers (gc.freeze).
 gc.disable()
+try:
 
-import json
-import os
-from functools import cache
+    import json
+    import os
+    from functools import cache
 
-# pydantic looks for plugins the first time it builds a model by reading the entry points of every
-# installed distribution (15-40 ms of a cold start in a venv of ~190 packages); these functions use
-# none. Set before memrepo (and so pydantic) is imported; an explicit value is kept ("" re-enables
-# every plugin). https://docs.pydantic.dev/latest/concepts/plugins/
-os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    # pydantic looks for plugins the first time it builds a model by reading the entry points of
+    # every installed distribution (15-40 ms of a cold start in a venv of ~190 packages); these
+    # functions use none. Set before memrepo (and so pydantic) is imported; an explicit value is
+    # kept ("" re-enables every plugin). https://docs.pydantic.dev/latest/concepts/plugins/
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-import flask
-import functions_framework
-import memrepo.conversation  # noqa: F401 - the request's modules, preloaded (see below)
-import memrepo.repos  # noqa: F401
-import memrepo.retrieval.service  # noqa: F401
-import memrepo.store  # noqa: F401
-from memrepo import bootstrap, logs
-from memrepo.handlers import handle_context_request
-from memrepo.settings import Settings
-
-gc.freeze()
-gc.enable()
+    import flask
+    import functions_framework
+    import memrepo.conversation  # noqa: F401 - the request's modules, preloaded (see below)
+    import memrepo.repos  # noqa: F401
+    import memrepo.retrieval.service  # noqa: F401
+    import memrepo.store  # noqa: F401
+    from memrepo import bootstrap, logs
+    from memrepo.handlers import handle_context_request
+    from memrepo.settings import Settings
+finally:  # also when an import fails: the process must not run without its collector
+    gc.freeze()
+    gc.enable()
 
 # The library imports lazily, so the first request would import the modules above in gunicorn's
 # worker; imported here, before the worker is forked, their pages stay shared between master and

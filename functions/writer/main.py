@@ -15,32 +15,32 @@ import gc
 # before gunicorn forks the worker, so collections in the worker neither scan nor copy their pages:
 # the recipe of the gc module's documentation for forking servers (gc.freeze).
 gc.disable()
+try:
+    import os
+    from functools import cache
 
-import os
-from functools import cache
+    # pydantic looks for plugins the first time it builds a model by reading the entry points of
+    # every installed distribution (15-40 ms of a cold start in a venv of ~190 packages); these
+    # functions use none. Set before memrepo (and so pydantic) is imported; an explicit value is
+    # kept ("" re-enables every plugin). https://docs.pydantic.dev/latest/concepts/plugins/
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-# pydantic looks for plugins the first time it builds a model by reading the entry points of every
-# installed distribution (15-40 ms of a cold start in a venv of ~190 packages); these functions use
-# none. Set before memrepo (and so pydantic) is imported; an explicit value is kept ("" re-enables
-# every plugin). https://docs.pydantic.dev/latest/concepts/plugins/
-os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-
-import functions_framework
-import memrepo.chain  # noqa: F401 - the modules every write needs, preloaded (see below)
-import memrepo.envelope  # noqa: F401
-import memrepo.events  # noqa: F401
-import memrepo.layout  # noqa: F401
-import memrepo.repos  # noqa: F401
-import memrepo.store  # noqa: F401
-import memrepo.writer.deterministic  # noqa: F401
-import memrepo.writer.service  # noqa: F401
-from cloudevents.http.event import CloudEvent
-from memrepo import bootstrap, logs
-from memrepo.handlers import handle_session_message
-from memrepo.settings import Settings
-
-gc.freeze()
-gc.enable()
+    import functions_framework
+    import memrepo.chain  # noqa: F401 - the modules every write needs, preloaded (see below)
+    import memrepo.envelope  # noqa: F401
+    import memrepo.events  # noqa: F401
+    import memrepo.layout  # noqa: F401
+    import memrepo.repos  # noqa: F401
+    import memrepo.store  # noqa: F401
+    import memrepo.writer.deterministic  # noqa: F401
+    import memrepo.writer.service  # noqa: F401
+    from cloudevents.http.event import CloudEvent
+    from memrepo import bootstrap, logs
+    from memrepo.handlers import handle_session_message
+    from memrepo.settings import Settings
+finally:  # also when an import fails: the process must not run without its collector
+    gc.freeze()
+    gc.enable()
 
 # The library imports lazily, so the first event would import the modules above in gunicorn's
 # worker; imported here, before the worker is forked, their pages stay shared between master and

@@ -177,8 +177,16 @@ class Memory:
         Idempotent: reverting a reverted session returns ``status="already-reverted"``. See
         docs/operations.md.
 
+        Args:
+            session_id: the session to undo (see :mod:`memrepo.ids`).
+
+        Returns:
+            The :class:`~memrepo.operations.revert.RevertResult`: status, the reverted and the
+            revert commit, the store generation after the save, the files changed.
+
         Raises:
-            SessionNotFound: no commit carries ``session_id``. RevertConflict: later sessions
+            InvalidEvent: ``session_id`` breaks the id rules. SessionNotFound: no commit carries
+                ``session_id``. RevertConflict: later sessions
                 changed the same lines (nothing is saved). StoreUnavailable,
                 ConflictRetriesExhausted: transient failures (retry).
         """
@@ -193,6 +201,15 @@ class Memory:
 
         The new lineage is merged over the old tip, so nothing is lost; an interrupted rebuild
         resumes from its checkpoint (every ``checkpoint_every`` sessions). See docs/operations.md.
+
+        Args:
+            checkpoint_every: sessions replayed between two checkpoints (at least 1).
+            on_progress: called with a :class:`~memrepo.operations.rebuild.Progress` after the
+                start, each replayed session and the final save.
+
+        Returns:
+            The :class:`~memrepo.operations.rebuild.RebuildResult`: sessions replayed, how many
+            came from a checkpoint, the new tip and the tip it replaced, seconds taken.
 
         Raises:
             NothingToRebuild: no memory or no transcript. CorruptTranscript: an archived

@@ -410,10 +410,17 @@ class Workspace:
         --index-info`` records them (git-update-index(1) "USING --INDEX-INFO"): the index, which
         holds an entry per transcript of the whole history, is read and rewritten once, not by
         ``git add -A`` scanning it too. Recorded entries lose the skip-worktree bit, as they are
-        on disk now. (``update-index --add --remove`` would not do: it drops a skip-worktree
-        entry whose file it is given instead of updating it.)
+        on disk now; every file is recorded as a regular, non-executable file (mode 100644), as
+        :meth:`write` makes them. (``update-index --add --remove`` would not do: it drops a
+        skip-worktree entry whose file it is given instead of updating it.)
+
+        Raises:
+            GitError: git failed, or a written path is now a symbolic link.
         """
         written = sorted(self.written)
+        for path in written:  # write() makes regular files; anything else is not staged blind
+            if os.path.islink(self.resolve(path)):
+                raise GitError(f"{path} became a symbolic link after it was written; not staged")
         present = [p for p in written if self.resolve(p).is_file()]
         shas = git_text(["hash-object", "-w", "--stdin-paths"], self.path,
                         input="".join(f"{p}\n" for p in present).encode()).split()

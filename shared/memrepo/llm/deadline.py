@@ -12,7 +12,12 @@ The deadline is per call and per thread (a :class:`contextvars.ContextVar`, set 
 into the pool of the SDK's default client (``openai.DefaultHttpxClient``: the SDK's own limits
 and timeouts), whose ``_transport._pool._network_backend`` (httpx/httpcore and httpx2/httpcore2
 alike) is not a public attribute: :func:`deadline_http_client` raises at start-up if it is gone,
-and ``tests/test_llm_deadline.py`` proves the bound against a trickling server.
+and the trickle tests of ``tests/test_llm_client.py`` and ``tests/test_retrieval_agent_http.py``
+prove the bound against a server sending a byte at a time.
+
+Not bounded: the host name's DNS resolution inside ``socket.create_connection`` (no timeout in
+the standard library), and a connect that tries several addresses in turn, each with the time
+left; a connect that ends past the deadline is refused right after (``ConnectTimeout``).
 """
 
 from __future__ import annotations
@@ -98,6 +103,11 @@ class _DeadlineBackend:
                     local_address: str | None = None, socket_options: Any = None) -> Any:
         stream = self._inner.connect_tcp(host, port, self._clamp(timeout, "ConnectTimeout"),
                                          local_address, socket_options)
+        try:
+            self._clamp(None, "ConnectTimeout")  # resolution and several addresses can overrun
+        except BaseException:
+            stream.close()
+            raise
         return _DeadlineStream(stream, self._clamp)
 
     def connect_unix_socket(self, path: str, timeout: float | None = None,
