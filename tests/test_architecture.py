@@ -74,6 +74,7 @@ def test_all_is_honest():
         "evaluation",
         "operations",
         "client",
+        "prefork",
     }
     assert public == set(memrepo.__all__)
 

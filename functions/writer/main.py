@@ -8,22 +8,12 @@ carries a ``traceparent`` extension (Eventarc's tracing), its log lines join tha
 # ruff: noqa: E402 - the environment is set up before the imports below
 from __future__ import annotations
 
-import gc
+from memrepo import prefork
 
-# No cyclic garbage collection while the modules load (thousands of long-lived objects, no
-# garbage; ~10 ms of a cold start), then those objects are moved out of the collector's reach
-# before gunicorn forks the worker, so collections in the worker neither scan nor copy their pages:
-# the recipe of the gc module's documentation for forking servers (gc.freeze).
-gc.disable()
+prefork.begin()  # see memrepo.prefork: no GC while importing, frozen before the fork
 try:
     import os
     from functools import cache
-
-    # pydantic looks for plugins the first time it builds a model by reading the entry points of
-    # every installed distribution (15-40 ms of a cold start in a venv of ~190 packages); these
-    # functions use none. Set before memrepo (and so pydantic) is imported; an explicit value is
-    # kept ("" re-enables every plugin). https://docs.pydantic.dev/latest/concepts/plugins/
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
     import functions_framework
     import memrepo.chain  # noqa: F401 - the modules every write needs, preloaded (see below)
@@ -38,9 +28,8 @@ try:
     from memrepo import bootstrap, logs
     from memrepo.handlers import handle_session_message
     from memrepo.settings import Settings
-finally:  # also when an import fails: the process must not run without its collector
-    gc.freeze()
-    gc.enable()
+finally:
+    prefork.end()
 
 # The library imports lazily, so the first event would import the modules above in gunicorn's
 # worker; imported here, before the worker is forked, their pages stay shared between master and
