@@ -7,10 +7,10 @@ Marked ``stack``: starts the local stack (without functions) once per module.
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Iterator
 
 import pytest
+from helpers import running_stack
 from memrepo.adapters.gcs import GCSStore
 from memrepo.devstack.stack import Stack
 from test_manifest_protocol import (  # noqa: F401 - collected here with this module's new_store
@@ -36,14 +36,8 @@ _prefixes = itertools.count()
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    saved = dict(os.environ)
-    with Stack() as running:
-        os.environ.update(running.env())
-        try:
-            yield running
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+    with running_stack() as running:
+        yield running
 
 
 @pytest.fixture
