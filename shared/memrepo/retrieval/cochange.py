@@ -145,6 +145,8 @@ class CommitLogCache:
             newer, parent = _read(repo, f"{base.head}..{head}", check=False)
             if newer and parent == base.head:  # base is on the new tip's first-parent chain
                 log, kind = base.extended(head, newer), "extended"
+            elif newer and parent is None:  # reached a root: the whole chain (after a rebuild)
+                log = _build(head, newer)
         if log is None:
             log = _build(head, _read(repo, head)[0])
         with self._lock:
